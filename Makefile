@@ -1,0 +1,52 @@
+# Two entry points, both idempotent: `make demo` and `make test`.
+# The virtual environment is built once (.venv) and reused while pyproject.toml is unchanged.
+PYTHON ?= python3
+VENV ?= .venv
+PY := $(VENV)/bin/python
+SHARED ?= ../shared
+FASHION ?= /usr/share/datasets/fashion-mnist
+# Offline datasets: a folder with mnist/ and fashion-mnist/, assembled from symlinks
+# (see README). An exported BBB_GLUON_DATA wins.
+export BBB_GLUON_DATA ?= $(CURDIR)/.data
+
+.PHONY: setup data demo test unit notebooks lint bench clean
+
+setup: $(VENV)/.installed
+
+$(VENV)/.installed: pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -e '.[test,notebooks]'
+	$(PY) -m pip check
+	touch $@
+
+# Link whatever copies this machine has; missing ones are simply absent
+# (data tests then skip locally, and fail in CI where BBB_GLUON_REQUIRE_DATA=1).
+data:
+	@if [ "$(BBB_GLUON_DATA)" = "$(CURDIR)/.data" ]; then \
+	  mkdir -p .data; \
+	  if [ -d $(SHARED)/data/mnist ] && [ ! -e .data/mnist ]; then ln -s $(abspath $(SHARED))/data/mnist .data/mnist; fi; \
+	  if [ -d $(FASHION) ] && [ ! -e .data/fashion-mnist ]; then ln -s $(FASHION) .data/fashion-mnist; fi; \
+	fi
+
+demo: setup
+	$(VENV)/bin/bbb-gluon demo --out runs/demo
+
+lint: setup
+	$(VENV)/bin/ruff check .
+
+unit: setup data
+	$(VENV)/bin/pytest tests
+
+notebooks: setup data
+	@if ls notebooks/*.ipynb >/dev/null 2>&1; then \
+	  CI=$${CI:-true} $(VENV)/bin/pytest --nbval-lax --nbval-cell-timeout=600 notebooks; \
+	else echo "no notebooks yet"; fi
+
+test: lint unit notebooks
+
+bench: setup data
+	$(PY) benchmarks/bench_epoch.py
+
+clean:
+	rm -rf $(VENV) .data .pytest_cache .ruff_cache
