@@ -4,4 +4,16 @@ Blundell, Cornebise, Kavukcuoglu and Wierstra, "Weight Uncertainty in Neural
 Networks", ICML 2015 (arXiv:1505.05424).
 """
 
+from .loss import BBBLoss, blundell_weights, complexity_cost, complexity_weight
+from .noise import NoiseSource
+from .posterior import Posterior, PosteriorMismatchError, WeightSample, dense_parameters
+from .priors import GaussianPrior, Prior, ScaleMixturePrior, make_prior
+from .sampling import use_means, use_weights
+
 __version__ = "0.1.0"
+
+__all__ = [
+    "BBBLoss", "GaussianPrior", "NoiseSource", "Posterior", "PosteriorMismatchError", "Prior",
+    "ScaleMixturePrior", "WeightSample", "__version__", "blundell_weights", "complexity_cost",
+    "complexity_weight", "dense_parameters", "make_prior", "use_means", "use_weights",
+]

@@ -1,0 +1,285 @@
+r"""``BBBLoss``: the minibatch cost of Bayes by Backprop as a Gluon loss.
+
+For minibatch :math:`i` of :math:`M` (Blundell et al. 2015, eq. 8-9):
+
+.. math::
+
+    f_i(w, \theta) = \pi_i \left(\log q(w \mid \theta) - \log P(w)\right)
+                     - \sum_{(x, y) \in D_i} \log P(y \mid x, w)
+
+Gluon losses return one value per example and leave the reduction to ``backward`` (which
+sums) and ``Trainer.step(batch_size)`` (which divides by the batch size). ``BBBLoss``
+follows that convention: example :math:`b` of a batch of :math:`B` gets
+:math:`-\log P(y_b \mid x_b, w) + \pi_i \, C / B`, with :math:`C` the complexity cost, so
+the per-example values sum to :math:`f_i` and ``loss.backward(); trainer.step(B)``
+follows the gradient of :math:`f_i / B`.
+
+References
+----------
+.. [1] C. Blundell et al. "Weight Uncertainty in Neural Networks". ICML 2015.
+"""
+
+import math
+import numbers
+
+import mxnet as mx
+from mxnet.gluon.loss import Loss, _apply_weighting
+
+from . import ops
+from .priors import Prior
+
+__all__ = ["BBBLoss", "complexity_weight", "blundell_weights", "complexity_cost",
+           "LIKELIHOODS", "WEIGHTINGS"]
+
+LIKELIHOODS = ("softmax", "bernoulli", "gaussian")
+WEIGHTINGS = ("uniform", "blundell")
+_HALF_LOG_2PI = 0.5 * math.log(2.0 * math.pi)
+
+
+def complexity_weight(weighting, batch_index, num_batches):
+    r"""The weight :math:`\pi_i` of the complexity cost for minibatch ``batch_index``.
+
+    Parameters
+    ----------
+    weighting : "uniform", "blundell" or float
+        ``"uniform"``: :math:`\pi_i = 1/M`. ``"blundell"``:
+        :math:`\pi_i = 2^{M-i} / (2^M - 1)` with :math:`i = \text{batch_index} + 1`,
+        computed as :math:`2^{-i} / (1 - 2^{-M})` so it neither overflows nor loses
+        precision for any :math:`M`. A float: that constant for every minibatch.
+    batch_index : int
+        0-based position of the minibatch in the epoch.
+    num_batches : int
+        :math:`M`, minibatches per epoch.
+    """
+    if isinstance(weighting, numbers.Real) and not isinstance(weighting, bool):
+        if not math.isfinite(weighting) or weighting < 0:
+            raise ValueError(f"a constant complexity weight must be finite and >= 0, "
+                             f"got {weighting!r}")
+        return float(weighting)
+    if not isinstance(num_batches, int) or num_batches < 1:
+        raise ValueError(f"num_batches must be a positive int, got {num_batches!r}")
+    if not isinstance(batch_index, int) or not 0 <= batch_index < num_batches:
+        raise ValueError(f"batch_index must lie in [0, {num_batches}), got {batch_index!r}")
+    if weighting == "uniform":
+        return 1.0 / num_batches
+    if weighting == "blundell":
+        return math.ldexp(1.0, -(batch_index + 1)) / -math.expm1(-num_batches * math.log(2.0))
+    raise ValueError(f"unknown weighting {weighting!r}; choose 'uniform', 'blundell' or a number")
+
+
+def blundell_weights(num_batches):
+    """All :math:`M` weights of Blundell's schedule (they sum to 1)."""
+    return [complexity_weight("blundell", i, num_batches) for i in range(num_batches)]
+
+
+def complexity_cost(sample, posterior, prior, kind="mc"):
+    r"""Complexity cost :math:`C` of one weight sample, shape ``(1,)``.
+
+    Parameters
+    ----------
+    sample : WeightSample
+        The weights the forward pass used (the cost must be of those weights, not of a
+        fresh draw).
+    posterior : Posterior
+    prior : Prior
+    kind : {"mc", "kl"}
+        ``"mc"``: the Monte-Carlo estimate :math:`\log q(w|\theta) - \log P(w)` for any
+        prior; ``"kl"``: the closed form :math:`KL(q \| P)` (Gaussian prior only).
+    """
+    log_sigmas = [mx.nd.log(s) for s in sample.sigmas]
+    if kind == "kl":
+        terms = [prior.kl(m, s, ls) for m, s, ls in
+                 zip(sample.mus, sample.sigmas, log_sigmas, strict=True)]
+        cost = terms[0]
+        for t in terms[1:]:
+            cost = cost + t
+        return cost
+    if kind != "mc":
+        raise ValueError(f"unknown complexity cost {kind!r}; choose 'mc' or 'kl'")
+    log_p = prior.log_prob(sample.weights[0])
+    for w in sample.weights[1:]:
+        log_p = log_p + prior.log_prob(w)
+    return posterior.log_q(sample, log_sigmas) - log_p
+
+
+class BBBLoss(Loss):
+    r"""Complexity cost + likelihood cost of one minibatch (Blundell et al. 2015).
+
+    Per example :math:`b` of a batch of :math:`B`:
+
+    .. math::
+
+        L_b = -\log P(y_b \mid x_b, w) + \frac{\pi_i}{B}
+              \left(\log q(w \mid \theta) - \log P(w)\right)
+
+    so :math:`\sum_b L_b` is the paper's minibatch cost :math:`f_i` (see the module
+    docstring). With several weight samples per step, pass lists of outputs and samples:
+    the cost is their average.
+
+    Parameters
+    ----------
+    posterior : Posterior
+    prior : Prior
+    likelihood : {"softmax", "bernoulli", "gaussian"}, default "softmax"
+        ``"softmax"``: categorical with logits ``pred`` of shape ``(B, C)`` and integer
+        labels ``(B,)`` or one-hot labels ``(B, C)``. ``"bernoulli"``: logits ``(B,)`` or
+        ``(B, 1)``, labels in {0, 1}. ``"gaussian"``: means ``(B, D)`` and targets
+        ``(B, D)`` with noise standard deviation ``noise_sigma``; ``noise_sigma=None``
+        learns it (a parameter of this loss: add ``loss.collect_params()`` to the trainer).
+    complexity : {"mc", "kl"}, default "mc"
+        Monte-Carlo estimate (any prior) or closed-form KL (Gaussian prior).
+    weighting : "uniform", "blundell" or float, default "uniform"
+        :math:`\pi_i`, see :func:`complexity_weight`.
+    num_batches : int, optional
+        :math:`M`; needed for "uniform" and "blundell".
+    noise_sigma : float or None, default 1.0
+        Gaussian likelihood only.
+    skip_below : float, default 2**-60
+        Minibatches whose :math:`\pi_i` is below this skip the complexity cost entirely
+        (under Blundell's schedule from the 60th minibatch on, its contribution is far
+        below float32 resolution of the likelihood; tests/test_loss.py checks the
+        gradients agree). Set 0 to always compute it.
+    validate : bool, default True
+        Check label values (range, NaN) on every call; costs one tiny host sync. The
+        training loop checks its data once up front and turns this off.
+    weight : float, optional
+        Global scalar weight, as in every Gluon loss.
+    batch_axis : int, default 0
+
+    Inputs
+    ------
+    - **pred**: network output (or a list of them, one per weight sample).
+    - **label**: targets, see ``likelihood``.
+    - **sample**: the ``WeightSample`` the output was computed with (or a list).
+    - **batch_index**: 0-based minibatch index in the epoch (for the weighting).
+
+    Outputs
+    -------
+    - **loss**: shape ``(B,)``.
+    """
+
+    def __init__(self, posterior, prior, likelihood="softmax", complexity="mc",
+                 weighting="uniform", num_batches=None, noise_sigma=1.0, skip_below=2.0**-60,
+                 validate=True, weight=None, batch_axis=0, **kwargs):
+        super().__init__(weight, batch_axis, **kwargs)
+        if not isinstance(prior, Prior):
+            raise TypeError(f"prior must be a bbb_gluon Prior, got {type(prior).__name__}")
+        if likelihood not in LIKELIHOODS:
+            raise ValueError(f"unknown likelihood {likelihood!r}; choose one of {LIKELIHOODS}")
+        if complexity not in ("mc", "kl"):
+            raise ValueError(f"unknown complexity cost {complexity!r}; choose 'mc' or 'kl'")
+        if complexity == "kl" and not prior.has_closed_form_kl:
+            raise ValueError(f"{prior!r} has no closed-form KL; use complexity='mc'")
+        if not (isinstance(weighting, numbers.Real) and not isinstance(weighting, bool)):
+            if weighting not in WEIGHTINGS:
+                raise ValueError(f"unknown weighting {weighting!r}; choose one of "
+                                 f"{WEIGHTINGS} or a number")
+            if num_batches is None:
+                raise ValueError(f"weighting={weighting!r} needs num_batches")
+        complexity_weight(weighting, 0, num_batches or 1)  # validates
+        if noise_sigma is not None and not (isinstance(noise_sigma, numbers.Real)
+                                            and math.isfinite(noise_sigma) and noise_sigma > 0):
+            raise ValueError(f"noise_sigma must be a finite number > 0 or None, got {noise_sigma!r}")
+        self.posterior = posterior
+        self.prior = prior
+        self.likelihood = likelihood
+        self.complexity = complexity
+        self.weighting = weighting
+        self.num_batches = num_batches
+        self.noise_sigma = noise_sigma
+        self.skip_below = float(skip_below)
+        self.validate = validate
+        if likelihood == "gaussian" and noise_sigma is None:
+            with self.name_scope():
+                self.noise_rho = self.params.get("noise_rho", shape=(1,),
+                                                 init=mx.init.Constant(ops.inverse_softplus(1.0)))
+            self.noise_rho.initialize(ctx=posterior.contexts)
+        else:
+            self.noise_rho = None
+
+    def weight_of(self, batch_index):
+        """:math:`\\pi_i` for a 0-based minibatch index."""
+        return complexity_weight(self.weighting, batch_index, self.num_batches or 1)
+
+    def complexity_cost(self, sample):
+        """:math:`C` for one :class:`WeightSample`, shape ``(1,)``."""
+        return complexity_cost(sample, self.posterior, self.prior, self.complexity)
+
+    def forward(self, pred, label, sample, batch_index=0):
+        if isinstance(pred, list | tuple):
+            if not isinstance(sample, list | tuple) or len(sample) != len(pred):
+                raise ValueError("with several outputs, pass one WeightSample per output")
+            total = None
+            for p, s in zip(pred, sample, strict=True):
+                value = self.forward(p, label, s, batch_index)
+                total = value if total is None else total + value
+            return total / len(pred)
+        self._check(pred, label)
+        batch_size = pred.shape[self._batch_axis]
+        pi = self.weight_of(batch_index)
+        if pi <= self.skip_below:
+            share = mx.nd.zeros((1,), ctx=pred.context)
+        else:
+            share = self.complexity_cost(sample) * (pi / batch_size)
+        if self.noise_rho is not None:
+            return super().forward(pred, label, share, self.noise_rho.data(pred.context))
+        return super().forward(pred, label, share)
+
+    def hybrid_forward(self, F, pred, label, complexity_share, noise_rho=None):
+        if self.likelihood == "softmax":
+            log_p = F.log_softmax(pred, axis=-1)
+            if label.ndim == pred.ndim:
+                nll = -F.sum(log_p * label, axis=-1)
+            else:
+                nll = -F.pick(log_p, label, axis=-1)
+        elif self.likelihood == "bernoulli":
+            logit = pred.reshape((-1,))
+            y = label.reshape((-1,))
+            # log(1 + e^x) - x y without overflow: relu(x) + log1p(e^-|x|) - x y
+            nll = F.relu(logit) + F.log1p(F.exp(-F.abs(logit))) - logit * y
+        else:
+            if noise_rho is None:
+                sigma_n = self.noise_sigma
+                log_sigma_n = math.log(sigma_n)
+                sq = F.square(pred - label) * (0.5 / sigma_n**2)
+                nll = F.sum(sq, axis=-1) + pred.shape[-1] * (log_sigma_n + _HALF_LOG_2PI)
+            else:
+                sigma_n = ops.softplus(noise_rho, F)
+                sq = F.broadcast_div(F.square(pred - label), 2 * F.square(sigma_n))
+                nll = F.sum(sq, axis=-1) + F.broadcast_mul(
+                    F.log(sigma_n) + _HALF_LOG_2PI, F.ones_like(sq).sum(axis=-1))
+        nll = _apply_weighting(F, nll, self._weight, None)
+        return F.broadcast_add(nll, complexity_share)
+
+    def _check(self, pred, label):
+        """Shape and value checks, before any work (see ``validate``)."""
+        b = pred.shape[self._batch_axis]
+        if label.shape[0] != b:
+            raise ValueError(f"pred has {b} examples but label has {label.shape[0]}")
+        if self.likelihood == "softmax":
+            if pred.ndim != 2:
+                raise ValueError(f"softmax likelihood expects pred (B, C), got {pred.shape}")
+            if label.shape not in ((b,), tuple(pred.shape)):
+                raise ValueError(f"labels must have shape ({b},) or {pred.shape}, "
+                                 f"got {label.shape}")
+        elif self.likelihood == "bernoulli":
+            if pred.size != b or label.size != b:
+                raise ValueError(f"bernoulli likelihood expects one logit and one label per "
+                                 f"example, got pred {pred.shape} and label {label.shape}")
+        elif tuple(label.shape) != tuple(pred.shape):
+            raise ValueError(f"gaussian likelihood expects targets of pred's shape {pred.shape}, "
+                             f"got {label.shape}")
+        if not self.validate:
+            return
+        lo, hi = (mx.nd.concat(label.min().reshape((1,)), label.max().reshape((1,)), dim=0)
+                  .asnumpy().astype(float))
+        if not (math.isfinite(lo) and math.isfinite(hi)):
+            raise ValueError("labels contain NaN or infinity")
+        if self.likelihood == "softmax" and label.ndim == 1:
+            classes = pred.shape[-1]
+            if lo < 0 or hi > classes - 1:
+                raise ValueError(f"labels must lie in [0, {classes - 1}] for {classes} classes, "
+                                 f"got values in [{lo:g}, {hi:g}]")
+        elif self.likelihood in ("softmax", "bernoulli") and (lo < 0 or hi > 1):
+            raise ValueError(f"{self.likelihood} labels must lie in [0, 1], "
+                             f"got values in [{lo:g}, {hi:g}]")

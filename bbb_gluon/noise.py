@@ -1,0 +1,85 @@
+"""Standard normal noise for the weights, drawn by NumPy in a background thread.
+
+``nd.random.normal`` costs about 15 ms for the 478,410 weights of a 784-400-400-10 net
+on these CPUs, more than three plain training steps. NumPy's ziggurat draws the same in
+about 5 ms, releases the GIL while it does, and so runs on the second core while MXNet
+computes the previous step. Each block of noise is a pure function of
+``(seed, stream, counter)``, so a run resumed from a checkpoint draws exactly the noise
+the uninterrupted run would have drawn, whatever was prefetched when it stopped.
+"""
+
+import threading
+from concurrent.futures import ThreadPoolExecutor
+
+import mxnet as mx
+import numpy as np
+
+__all__ = ["NoiseSource"]
+
+
+def _draw(seed, stream, counter, size):
+    rng = np.random.Generator(np.random.PCG64(np.random.SeedSequence([seed, stream, counter])))
+    return rng.standard_normal(size, dtype=np.float32)
+
+
+class NoiseSource:
+    """Blocks of ``size`` i.i.d. N(0, 1) float32 numbers, one counter per stream.
+
+    Parameters
+    ----------
+    size : int
+        Numbers per block (the posterior's parameter count).
+    seed : int, default 0
+        With the stream index and the block counter, fixes every number.
+    prefetch : bool, default True
+        Draw the next block of a stream in a background thread as soon as one is taken.
+
+    A stream is one per device in data-parallel training (``stream`` = the device's
+    index in the context list), so devices draw independent noise.
+    """
+
+    def __init__(self, size, seed=0, prefetch=True):
+        self.size = int(size)
+        self.seed = int(seed)
+        self._counters = {}
+        self._pending = {}
+        self._lock = threading.Lock()
+        self._pool = ThreadPoolExecutor(max_workers=1) if prefetch else None
+
+    def _submit(self, stream, counter):
+        if self._pool is None:
+            return None
+        return self._pool.submit(_draw, self.seed, stream, counter, self.size)
+
+    def next_numpy(self, stream=0):
+        """The next block of ``stream`` as a NumPy float32 array of shape ``(size,)``."""
+        with self._lock:
+            counter = self._counters.get(stream, 0)
+            self._counters[stream] = counter + 1
+            pending = self._pending.pop(stream, None)
+            if pending is not None and pending[0] == counter:
+                block = pending[1]
+            else:
+                block = None
+            self._pending[stream] = (counter + 1, self._submit(stream, counter + 1))
+        if block is None:
+            return _draw(self.seed, stream, counter, self.size)
+        return block.result()
+
+    def next(self, ctx, stream=0):
+        """The next block of ``stream`` as an NDArray of shape ``(size,)`` on ``ctx``."""
+        return mx.nd.array(self.next_numpy(stream), ctx=ctx, dtype=np.float32)
+
+    def state_dict(self):
+        """Counters of every stream: all that is needed to continue the sequence."""
+        return {"seed": self.seed, "counters": {str(k): v for k, v in self._counters.items()}}
+
+    def load_state_dict(self, state):
+        with self._lock:
+            self.seed = int(state["seed"])
+            self._counters = {int(k): int(v) for k, v in state["counters"].items()}
+            self._pending = {}
+
+    def close(self):
+        if self._pool is not None:
+            self._pool.shutdown(wait=False, cancel_futures=True)

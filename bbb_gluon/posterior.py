@@ -1,0 +1,350 @@
+r"""The variational posterior :math:`q(w \mid \theta)` over a Gluon network's Dense layers.
+
+Every weight and bias :math:`w_j` of every ``nn.Dense`` layer gets an independent Gaussian
+:math:`N(\mu_j, \sigma_j^2)` with :math:`\sigma_j = \mathrm{softplus}(\rho_j)`. The
+:math:`\mu` and :math:`\rho` arrays are ordinary Gluon ``Parameter`` objects of the same
+shapes as the layer's own, collected in one ``ParameterDict`` that ``gluon.Trainer`` takes.
+The network itself stays an ordinary network; :mod:`bbb_gluon.sampling` puts sampled
+weights into it for each step.
+
+References
+----------
+.. [1] C. Blundell et al. "Weight Uncertainty in Neural Networks". ICML 2015.
+"""
+
+import json
+import math
+import os
+import tempfile
+from dataclasses import dataclass
+
+import mxnet as mx
+import numpy as np
+from mxnet import autograd, gluon
+from mxnet.gluon import nn
+
+from . import ops
+from .noise import NoiseSource
+
+__all__ = ["Posterior", "WeightSample", "PosteriorMismatchError", "dense_parameters"]
+
+_HALF_LOG_2PI = 0.5 * math.log(2.0 * math.pi)
+
+
+class PosteriorMismatchError(ValueError):
+    """A posterior (or a posterior file) does not fit the network it is used with."""
+
+
+def dense_parameters(net):
+    """The parameters of every ``nn.Dense`` layer of ``net``, by structural name.
+
+    Returns an ordered dict ``{"0.weight": Parameter, "0.bias": Parameter, ...}``; the
+    names are those ``net.save_parameters`` uses, so they are the same for every instance
+    of one architecture. Raises ``ValueError`` if ``net`` holds parameters outside Dense
+    layers (they would silently stay deterministic) or is not initialised.
+    """
+    if not isinstance(net, gluon.Block):
+        raise TypeError(f"expected a gluon Block, got {type(net).__name__}")
+    dense_ids = set()
+
+    def visit(block):
+        if isinstance(block, nn.Dense):
+            dense_ids.update(id(p) for p in block.params.values())
+
+    net.apply(visit)
+    # save_parameters' structural names; Block has no public accessor for them.
+    named = net._collect_params_with_prefix()
+    others = [k for k, p in named.items() if id(p) not in dense_ids]
+    if others:
+        raise ValueError(
+            "bbb_gluon puts a posterior on nn.Dense layers only, but this network also has "
+            f"parameters {others}; they would stay deterministic. Use Dense layers (with "
+            "activations and Dropout, which have no parameters)."
+        )
+    if not named:
+        raise ValueError("the network has no Dense parameters to put a posterior on")
+    for key, param in named.items():
+        try:
+            param.data(param.list_ctx()[0])
+        except Exception:
+            raise ValueError(
+                f"the network is not initialised (parameter {key!r} has no value yet): call "
+                "net.initialize() and, for layers without in_units, run one batch through it "
+                "before building the posterior"
+            ) from None
+    return named
+
+
+@dataclass
+class WeightSample:
+    """One draw :math:`w = \\mu + \\sigma \\circ \\epsilon` of every Dense parameter on one context.
+
+    Attributes
+    ----------
+    weights : list of NDArray
+        The sampled arrays, in the posterior's key order, recorded by autograd.
+    mus, sigmas : list of NDArray
+        :math:`\\mu` and :math:`\\sigma` that produced them (recorded).
+    eps_sq : NDArray, shape (1,)
+        :math:`\\sum \\epsilon^2` over all parameters (a constant: it has no gradient).
+    ctx : Context
+    """
+
+    weights: list
+    mus: list
+    sigmas: list
+    eps_sq: mx.nd.NDArray
+    ctx: mx.Context
+
+
+class Posterior:
+    r"""Mean-field Gaussian posterior for the Dense layers of an initialised Gluon network.
+
+    Parameters
+    ----------
+    net : gluon.Block
+        An initialised network whose parameters all belong to ``nn.Dense`` layers
+        (``nn.Sequential`` or ``nn.HybridSequential`` of Dense, activations, Dropout).
+    mu_init : {"normal", "copy"}, default "normal"
+        ``"normal"``: :math:`\mu \sim N(0, \text{mu_scale}^2)` (the MXNet tutorial's
+        choice); ``"copy"``: :math:`\mu` starts at the network's current weights
+        (e.g. a pretrained net).
+    mu_scale : float, default 0.1
+        Standard deviation of the ``"normal"`` initialisation.
+    rho_init : float, default -3.0
+        Constant initial :math:`\rho` (:math:`\sigma \approx 0.049`).
+    sigma_init : float, optional
+        Initial :math:`\sigma` instead of ``rho_init`` (:math:`\rho` set to its inverse
+        softplus).
+    seed : int, optional
+        Seeds the :math:`\mu` initialisation and the weight noise. ``None`` takes one from
+        NumPy's global generator, so ``np.random.seed`` makes a notebook reproducible.
+    prefix : str, default "posterior_"
+        Prefix of the Gluon parameter names.
+
+    Attributes
+    ----------
+    params : gluon.ParameterDict
+        The :math:`\mu` and :math:`\rho` parameters, ``"<key>_mu"``, ``"<key>_rho"`` for
+        each key such as ``"0.weight"``; give it to ``gluon.Trainer``.
+    keys : list of str
+        Structural names of the Dense parameters (``"0.weight"``, ``"0.bias"``, ...).
+    shapes : list of tuple
+    num_weights : int
+        Number of network weights and biases :math:`n`; the posterior has :math:`2n`
+        parameters.
+    """
+
+    def __init__(self, net, mu_init="normal", mu_scale=0.1, rho_init=-3.0, sigma_init=None,
+                 seed=None, prefix="posterior_"):
+        named = dense_parameters(net)
+        if mu_init not in ("normal", "copy"):
+            raise ValueError(f"mu_init must be 'normal' or 'copy', got {mu_init!r}")
+        if not (isinstance(mu_scale, int | float) and math.isfinite(mu_scale) and mu_scale > 0):
+            raise ValueError(f"mu_scale must be a finite number > 0, got {mu_scale!r}")
+        if sigma_init is not None:
+            rho_init = ops.inverse_softplus(sigma_init)
+        if not (isinstance(rho_init, int | float) and math.isfinite(rho_init)):
+            raise ValueError(f"rho_init must be a finite number, got {rho_init!r}")
+        if seed is None:
+            seed = int(np.random.randint(0, 2**31 - 1))
+        self.seed = int(seed)
+        self.keys = list(named)
+        self.shapes = [tuple(p.shape) for p in named.values()]
+        self.contexts = named[self.keys[0]].list_ctx()
+        self.num_weights = int(sum(int(np.prod(s)) for s in self.shapes))
+        self.params = gluon.ParameterDict(prefix)
+        self._mu, self._rho = [], []
+        rng = np.random.default_rng([self.seed, 1])
+        for key, shape in zip(self.keys, self.shapes, strict=True):
+            mu = self.params.get(f"{key}_mu", shape=shape, init=mx.init.Zero())
+            rho = self.params.get(f"{key}_rho", shape=shape, init=mx.init.Constant(rho_init))
+            mu.initialize(ctx=self.contexts)
+            rho.initialize(ctx=self.contexts)
+            if mu_init == "copy":
+                mu.set_data(named[key].data(self.contexts[0]).copy())
+            else:
+                mu.set_data(mx.nd.array(rng.normal(0.0, mu_scale, shape).astype(np.float32)))
+            self._mu.append(mu)
+            self._rho.append(rho)
+        self.rho_init = float(rho_init)
+        self.noise = NoiseSource(self.num_weights, seed=self.seed)
+
+    # --- introspection -------------------------------------------------------------
+    def __repr__(self):
+        return (f"Posterior({len(self.keys)} arrays, {self.num_weights:,} weights, "
+                f"{2 * self.num_weights:,} variational parameters)")
+
+    @property
+    def num_params(self):
+        """Number of variational parameters, :math:`2n` (one :math:`\\mu` and :math:`\\rho` each)."""
+        return 2 * self.num_weights
+
+    def _ctx(self, ctx):
+        ctx = ctx or self.contexts[0]
+        if ctx not in self.contexts:
+            raise ValueError(f"the posterior lives on {self.contexts}, not on {ctx}")
+        return ctx
+
+    def mu(self, ctx=None):
+        """:math:`\\mu` arrays (the posterior means) on ``ctx``, in key order."""
+        ctx = self._ctx(ctx)
+        return [p.data(ctx) for p in self._mu]
+
+    def rho(self, ctx=None):
+        """:math:`\\rho` arrays on ``ctx``, in key order."""
+        ctx = self._ctx(ctx)
+        return [p.data(ctx) for p in self._rho]
+
+    def sigma(self, ctx=None):
+        """:math:`\\sigma = \\mathrm{softplus}(\\rho)` arrays on ``ctx``, in key order."""
+        return [ops.softplus(r) for r in self.rho(ctx)]
+
+    def signal_to_noise(self, ctx=None):
+        """:math:`|\\mu| / \\sigma` of every weight, as a dict ``{key: NDArray}``."""
+        return {k: mx.nd.abs(m) / s
+                for k, m, s in zip(self.keys, self.mu(ctx), self.sigma(ctx), strict=True)}
+
+    # --- sampling and densities ----------------------------------------------------
+    def sample(self, ctx=None, eps=None, stream=None):
+        """Draw every weight once: :math:`w = \\mu + \\mathrm{softplus}(\\rho) \\circ \\epsilon`.
+
+        Call it inside ``autograd.record()`` so the gradient of anything computed from the
+        weights reaches :math:`\\mu` and :math:`\\rho`.
+
+        Parameters
+        ----------
+        ctx : Context, optional
+            One of the posterior's contexts (default: the first).
+        eps : NDArray or ndarray, optional
+            Noise of shape ``(num_weights,)`` (flat, in key order) instead of a fresh draw:
+            for tests and for repeating a draw.
+        stream : int, optional
+            Noise stream (default: the index of ``ctx``, so each device draws its own).
+
+        Returns
+        -------
+        WeightSample
+        """
+        ctx = self._ctx(ctx)
+        if eps is None:
+            stream = self.contexts.index(ctx) if stream is None else stream
+            flat = self.noise.next(ctx, stream)
+        else:
+            flat = eps if isinstance(eps, mx.nd.NDArray) else mx.nd.array(eps, dtype="float32")
+            if flat.shape != (self.num_weights,):
+                raise ValueError(f"eps must have shape ({self.num_weights},), got {flat.shape}")
+            flat = flat.as_in_context(ctx)
+        with autograd.pause():
+            # Views into one block: no copies and no recorded ops for a constant.
+            eps_list, start = [], 0
+            for shape in self.shapes:
+                size = int(np.prod(shape))
+                eps_list.append(flat[start:start + size].reshape(shape))
+                start += size
+            eps_sq = ops.sum_of_squares(flat)
+        mus, sigmas, weights = self.mu(ctx), [], []
+        for mu, rho, e in zip(mus, self.rho(ctx), eps_list, strict=True):
+            sigma = ops.softplus(rho)
+            sigmas.append(sigma)
+            weights.append(mu + sigma * e)
+        return WeightSample(weights, mus, sigmas, eps_sq, ctx)
+
+    def log_q(self, sample, log_sigmas=None):
+        r""":math:`\log q(w \mid \theta)` of a sample, summed over all weights; shape ``(1,)``.
+
+        Since :math:`(w - \mu)/\sigma = \epsilon`,
+        :math:`\log q = -\sum \log\sigma - \tfrac12 \sum \epsilon^2 - \tfrac n2 \log 2\pi`:
+        the same value and gradient as the density written in :math:`w`, with one pass.
+        """
+        if log_sigmas is None:
+            log_sigmas = [mx.nd.log(s) for s in sample.sigmas]
+        total = ops.total(log_sigmas[0])
+        for ls in log_sigmas[1:]:
+            total = total + ops.total(ls)
+        return -total - 0.5 * sample.eps_sq - self.num_weights * _HALF_LOG_2PI
+
+    # --- checking and persistence -------------------------------------------------
+    def check_net(self, net):
+        """Raise :class:`PosteriorMismatchError` unless ``net``'s Dense parameters match."""
+        named = dense_parameters(net)
+        mine = dict(zip(self.keys, self.shapes, strict=True))
+        theirs = {k: tuple(p.shape) for k, p in named.items()}
+        if mine != theirs:
+            raise PosteriorMismatchError(_describe_mismatch(mine, theirs, "posterior", "network"))
+        return named
+
+    def save(self, path):
+        """Write :math:`\\mu`, :math:`\\rho` and the layout to one file, atomically."""
+        arrays = {}
+        for key, mu, rho in zip(self.keys, self._mu, self._rho, strict=True):
+            arrays[f"{key}|mu"] = mu.data(self.contexts[0])
+            arrays[f"{key}|rho"] = rho.data(self.contexts[0])
+        layout = {"keys": self.keys, "shapes": [list(s) for s in self.shapes],
+                  "seed": self.seed, "format": "bbb_gluon.posterior/1"}
+        arrays["__layout__"] = mx.nd.array(np.frombuffer(json.dumps(layout).encode(), np.uint8),
+                                           dtype="uint8")
+        atomic_nd_save(path, arrays)
+
+    def load(self, path):
+        """Read a file written by :meth:`save`; layout must match exactly."""
+        arrays = read_nd_file(path)
+        if "__layout__" not in arrays:
+            raise PosteriorMismatchError(f"{path} is not a bbb_gluon posterior file")
+        layout = json.loads(bytes(arrays.pop("__layout__").asnumpy().tobytes()).decode())
+        theirs = {k: tuple(s) for k, s in zip(layout["keys"], layout["shapes"], strict=True)}
+        mine = dict(zip(self.keys, self.shapes, strict=True))
+        if mine != theirs:
+            raise PosteriorMismatchError(
+                f"{path}: " + _describe_mismatch(mine, theirs, "posterior", "file"))
+        for key, mu, rho in zip(self.keys, self._mu, self._rho, strict=True):
+            mu.set_data(arrays[f"{key}|mu"])
+            rho.set_data(arrays[f"{key}|rho"])
+
+
+def _describe_mismatch(a, b, name_a, name_b):
+    only_a = [k for k in a if k not in b]
+    only_b = [k for k in b if k not in a]
+    shapes = [f"{k}: {a[k]} vs {b[k]}" for k in a if k in b and a[k] != b[k]]
+    parts = []
+    if only_a:
+        parts.append(f"only in the {name_a}: {only_a}")
+    if only_b:
+        parts.append(f"only in the {name_b}: {only_b}")
+    if shapes:
+        parts.append(f"shapes differ ({name_a} vs {name_b}): {shapes}")
+    return f"the {name_a} does not match the {name_b}: " + "; ".join(parts)
+
+
+def atomic_nd_save(path, arrays):
+    """``nd.save`` to a temporary file in the same folder, then rename over ``path``.
+
+    A crash or Ctrl-C mid-write leaves the previous file intact.
+    """
+    path = os.fspath(path)
+    folder = os.path.dirname(os.path.abspath(path))
+    fd, tmp = tempfile.mkstemp(prefix=".tmp-", suffix=".params", dir=folder)
+    os.close(fd)
+    try:
+        mx.nd.save(tmp, arrays)
+        with open(tmp, "rb") as f:
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.remove(tmp)
+        raise
+
+
+def read_nd_file(path):
+    """``nd.load`` with a clear error for a missing or corrupt file."""
+    path = os.fspath(path)
+    if not os.path.isfile(path):
+        raise FileNotFoundError(f"no such file: {path}")
+    try:
+        arrays = mx.nd.load(path)
+    except mx.base.MXNetError:
+        raise ValueError(f"{path} is corrupt or not an MXNet parameter file") from None
+    if not isinstance(arrays, dict):
+        raise ValueError(f"{path} holds no named arrays")
+    return arrays

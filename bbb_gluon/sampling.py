@@ -1,0 +1,85 @@
+"""Putting weights into an ordinary Gluon network, and taking them out again.
+
+Inside ``with use_weights(net, posterior, sample.weights):`` a plain ``net(X)`` computes
+with the given arrays instead of the network's own, hybridized or not, and because the
+arrays were recorded by autograd from :math:`\\mu` and :math:`\\rho`, ``backward`` reaches
+them. On leaving the block (also through an exception) the network holds its own arrays
+again, untouched.
+"""
+
+from contextlib import contextmanager
+
+from .posterior import PosteriorMismatchError
+
+__all__ = ["use_weights", "use_means"]
+
+
+def _swap_data(param, index, array):
+    """Make ``param.data(ctx)`` return ``array`` for the context at ``index``.
+
+    The one place that touches MXNet internals: Gluon has no public way to let a
+    Parameter hand out a different (autograd-recorded) array without copying into its
+    own storage, and a copy would cut the gradient path to mu and rho. Both the
+    imperative path (``HybridBlock.forward`` calls ``param.data(ctx)``) and the
+    hybridized one (``_call_cached_op`` calls ``param.data()``) read ``param._data``,
+    so swapping that list covers both; tests/test_sampling.py checks each.
+    """
+    saved = param._data
+    if saved is None:
+        raise PosteriorMismatchError(f"parameter {param.name!r} is not initialised")
+    data = list(saved)
+    data[index] = array
+    param._data = data
+    return saved
+
+
+@contextmanager
+def use_weights(net, posterior, weights, ctx=None):
+    """Temporarily replace the Dense parameters of ``net`` by ``weights``.
+
+    Parameters
+    ----------
+    net : gluon.Block
+        The network the posterior was built from (or any of the same architecture).
+    posterior : Posterior
+    weights : list of NDArray
+        One array per ``posterior.keys`` entry, shapes ``posterior.shapes``, all on
+        ``ctx`` (``WeightSample.weights`` or ``posterior.mu(ctx)``).
+    ctx : Context, optional
+        The context the arrays live on (default: that of the first array).
+
+    Raises
+    ------
+    PosteriorMismatchError
+        If ``net``'s Dense parameters differ from the posterior's, or ``weights`` does
+        not fit them.
+    """
+    named = posterior.check_net(net)
+    if len(weights) != len(posterior.keys):
+        raise PosteriorMismatchError(
+            f"expected {len(posterior.keys)} weight arrays, got {len(weights)}")
+    ctx = ctx or weights[0].context
+    saved = []
+    try:
+        for key, shape, w in zip(posterior.keys, posterior.shapes, weights, strict=True):
+            param = named[key]
+            if tuple(w.shape) != shape:
+                raise PosteriorMismatchError(f"weight {key!r} has shape {w.shape}, expected {shape}")
+            if w.context != ctx:
+                raise PosteriorMismatchError(f"weight {key!r} is on {w.context}, expected {ctx}")
+            contexts = param.list_ctx()
+            if ctx not in contexts:
+                raise PosteriorMismatchError(f"the network has no copy of {key!r} on {ctx}")
+            saved.append((param, _swap_data(param, contexts.index(ctx), w)))
+        yield net
+    finally:
+        for param, data in reversed(saved):
+            param._data = data
+
+
+@contextmanager
+def use_means(net, posterior, ctx=None):
+    """Temporarily set the network's Dense parameters to the posterior means :math:`\\mu`."""
+    ctx = ctx or posterior.contexts[0]
+    with use_weights(net, posterior, posterior.mu(ctx), ctx=ctx):
+        yield net
