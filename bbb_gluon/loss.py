@@ -205,22 +205,34 @@ class BBBLoss(Loss):
         """:math:`C` for one :class:`WeightSample`, shape ``(1,)``."""
         return complexity_cost(sample, self.posterior, self.prior, self.complexity)
 
-    def forward(self, pred, label, sample, batch_index=0):
+    def forward(self, pred, label, sample, batch_index=0, batch_size=None):
+        """See the class docstring. ``batch_size``: the whole batch's size when this call
+        sees one device's slice of it (data parallelism), so the complexity cost is
+        spread over the whole batch, not counted once per device.
+
+        After the call, ``last_complexity`` holds the weighted complexity part
+        :math:`\\pi_i C \\cdot B_{here} / B` of the returned values' sum, shape ``(1,)``.
+        """
         if isinstance(pred, list | tuple):
             if not isinstance(sample, list | tuple) or len(sample) != len(pred):
                 raise ValueError("with several outputs, pass one WeightSample per output")
-            total = None
+            total = complexity = None
             for p, s in zip(pred, sample, strict=True):
-                value = self.forward(p, label, s, batch_index)
+                value = self.forward(p, label, s, batch_index, batch_size)
                 total = value if total is None else total + value
+                complexity = (self.last_complexity if complexity is None
+                              else complexity + self.last_complexity)
+            self.last_complexity = complexity / len(pred)
             return total / len(pred)
         self._check(pred, label)
-        batch_size = pred.shape[self._batch_axis]
+        here = pred.shape[self._batch_axis]
+        batch_size = here if batch_size is None else batch_size
         pi = self.weight_of(batch_index)
         if pi <= self.skip_below:
             share = mx.nd.zeros((1,), ctx=pred.context)
         else:
             share = self.complexity_cost(sample) * (pi / batch_size)
+        self.last_complexity = share * here
         if self.noise_rho is not None:
             return super().forward(pred, label, share, self.noise_rho.data(pred.context))
         return super().forward(pred, label, share)

@@ -1,0 +1,94 @@
+"""Predictions from a trained network: with the posterior means, or Monte-Carlo averaged.
+
+The Monte-Carlo predictive :math:`p(y \\mid x) \\approx \\frac1S \\sum_s p(y \\mid x, w_s)`
+draws each weight sample once and runs every batch through it; probabilities accumulate
+on the device and reach the host once, at the end.
+"""
+
+import mxnet as mx
+import numpy as np
+from mxnet import autograd
+
+from .sampling import use_means, use_weights
+
+__all__ = ["predict_proba", "error_rate", "PREDICTION_STREAM"]
+
+PREDICTION_STREAM = 10_000
+
+
+def _batches(X, batch_size, ctx):
+    for start in range(0, X.shape[0], batch_size):
+        yield mx.nd.array(X[start:start + batch_size], ctx=ctx, dtype="float32")
+
+
+def _probs(out, likelihood):
+    if likelihood == "bernoulli":
+        p1 = mx.nd.sigmoid(out.reshape((-1, 1)))
+        return mx.nd.concat(1 - p1, p1, dim=1)
+    return mx.nd.softmax(out, axis=-1)
+
+
+def predict_proba(net, X, posterior=None, num_samples=0, batch_size=1000, ctx=None,
+                  likelihood="softmax", mc_dropout=False):
+    """Class probabilities for ``X``.
+
+    Parameters
+    ----------
+    net : gluon.Block
+    X : ndarray, shape (N, D)
+    posterior : Posterior, optional
+        ``None`` for a deterministic network (plain or dropout baseline).
+    num_samples : int, default 0
+        With a posterior: 0 predicts with the means :math:`\\mu`; ``S > 0`` averages the
+        class probabilities over ``S`` weight samples. Without one: ``S > 0`` with
+        ``mc_dropout=True`` averages over ``S`` dropout masks (MC dropout).
+    batch_size : int, default 1000
+    ctx : Context, optional
+        Default: the posterior's (or the network's) first context.
+    likelihood : {"softmax", "bernoulli"}
+        How outputs map to probabilities (bernoulli: one logit, returned as two columns).
+
+    Returns
+    -------
+    ndarray of shape (N, C), float32, rows summing to 1.
+    """
+    X = np.asarray(X, dtype=np.float32)
+    if X.ndim != 2:
+        raise ValueError(f"X must be 2-D (examples, features), got shape {X.shape}")
+    if not isinstance(num_samples, int) or num_samples < 0:
+        raise ValueError(f"num_samples must be an int >= 0, got {num_samples!r}")
+    if ctx is None:
+        ctx = posterior.contexts[0] if posterior is not None else \
+            next(iter(net.collect_params().values())).list_ctx()[0]
+    chunks = []
+    if posterior is None:
+        repeats = num_samples if (mc_dropout and num_samples > 0) else 1
+        for xb in _batches(X, batch_size, ctx):
+            acc = None
+            for _ in range(repeats):
+                with autograd.train_mode() if mc_dropout else autograd.predict_mode():
+                    p = _probs(net(xb), likelihood)
+                acc = p if acc is None else acc + p
+            chunks.append(acc / repeats)
+    elif num_samples == 0:
+        with use_means(net, posterior, ctx):
+            chunks = [_probs(net(xb), likelihood) for xb in _batches(X, batch_size, ctx)]
+    else:
+        batches = list(_batches(X, batch_size, ctx))
+        acc = [None] * len(batches)
+        with autograd.pause():
+            for _ in range(num_samples):
+                # A stream of its own, so evaluating never shifts the training noise.
+                sample = posterior.sample(ctx, stream=PREDICTION_STREAM)
+                with use_weights(net, posterior, sample.weights, ctx):
+                    for i, xb in enumerate(batches):
+                        p = _probs(net(xb), likelihood)
+                        acc[i] = p if acc[i] is None else acc[i] + p
+        chunks = [a / num_samples for a in acc]
+    return mx.nd.concat(*chunks, dim=0).asnumpy()
+
+
+def error_rate(probs, y):
+    """Fraction of examples whose most probable class is not the label."""
+    y = np.asarray(y).reshape(-1)
+    return float(np.mean(np.argmax(probs, axis=1) != y))

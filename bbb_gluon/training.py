@@ -1,0 +1,669 @@
+"""Training: the fit loop for Bayes by Backprop and its plain and dropout baselines.
+
+One loop trains all three models on the same data path, so every comparison in this
+project is made in one codebase. It keeps a history (CSV and JSON, rewritten after every
+epoch), the best checkpoint by validation error apart from the latest one, and resumes
+exactly: the optimiser state, the epoch and batch position, and the noise counters are in
+the checkpoint, and the data order and weight noise are pure functions of
+``(seed, epoch)`` and ``(seed, device, step)``, so an interrupted run ends with the same
+history as an uninterrupted one.
+
+Data parallelism follows Gluon: a list of contexts, ``split_and_load`` for the batch, and
+the Trainer's kvstore to sum gradients. Each device draws its own weight sample for its
+slice of the batch (noise stream = the device's index), so two devices average two
+independent estimates of the gradient; given the same noise they give exactly the
+single-device step.
+"""
+
+import contextlib
+import csv
+import json
+import math
+import numbers
+import os
+import signal
+import tempfile
+import threading
+import time
+from dataclasses import asdict, dataclass, field, fields
+
+import mxnet as mx
+import numpy as np
+from mxnet import autograd, gluon
+from mxnet.gluon import nn
+from tqdm.auto import tqdm
+
+from .data import ArrayLoader
+from .loss import BBBLoss
+from .posterior import Posterior, PosteriorMismatchError, atomic_nd_save, read_nd_file
+from .prediction import error_rate, predict_proba
+from .priors import make_prior
+from .sampling import use_weights
+
+__all__ = ["TrainConfig", "TrainResult", "fit", "build_mlp", "bbb_step", "load_run",
+           "CheckpointError", "TrainingInterrupted", "MODELS"]
+
+MODELS = ("bbb", "plain", "dropout")
+_ARCH_FIELDS = ("model", "hidden", "activation", "num_inputs", "num_outputs", "likelihood")
+_FORMAT = "bbb_gluon.checkpoint/1"
+
+
+class CheckpointError(ValueError):
+    """A run folder or checkpoint that cannot be used (missing, corrupt, or another model)."""
+
+
+class TrainingInterrupted(KeyboardInterrupt):
+    """Ctrl-C during :func:`fit`: a checkpoint was saved; ``fit(..., resume=True)`` continues."""
+
+
+@dataclass
+class TrainConfig:
+    """Everything that defines a training run (stored as ``config.json`` in the run folder).
+
+    Parameters
+    ----------
+    model : {"bbb", "plain", "dropout"}
+    hidden : tuple of int, default (400, 400)
+        Units per hidden layer.
+    activation : str, default "relu"
+        Any ``nn.Dense`` activation ("relu", "tanh", "sigmoid", "softrelu").
+    num_inputs, num_outputs : int, default 784, 10
+    likelihood : {"softmax", "bernoulli"}, default "softmax"
+        "bernoulli" uses one output unit (``num_outputs`` must be 1).
+    epochs : int, default 10
+    optimizer : {"adam", "sgd"}, default "adam"
+    lr : float, default 1e-3
+    batch_size : int, default 128
+    samples : int, default 1
+        Weight samples per step (bbb).
+    weighting : "uniform", "blundell" or float, default "uniform"
+        Complexity-cost weighting :math:`\\pi_i` across the minibatches of an epoch.
+    complexity : {"mc", "kl"}, default "mc"
+    prior : dict, default scale mixture pi=0.5, sigma1=1, sigma2=e^-6
+        As :func:`bbb_gluon.make_prior` takes it.
+    mu_init, mu_scale, rho_init : see :class:`bbb_gluon.Posterior`.
+    dropout : float, default 0.5
+        Drop probability of the dropout baseline (before every Dense layer but the first).
+    eval_samples : int, default 10
+        Weight samples of the Monte-Carlo validation error (0: means only).
+    seed : int, default 0
+    log_every : int, default 50
+        Batches between progress-bar updates (the only host syncs inside an epoch).
+    """
+
+    model: str = "bbb"
+    hidden: tuple = (400, 400)
+    activation: str = "relu"
+    num_inputs: int = 784
+    num_outputs: int = 10
+    likelihood: str = "softmax"
+    epochs: int = 10
+    optimizer: str = "adam"
+    lr: float = 1e-3
+    batch_size: int = 128
+    samples: int = 1
+    weighting: object = "uniform"
+    complexity: str = "mc"
+    prior: dict = field(default_factory=lambda: {"kind": "scale_mixture", "pi": 0.5,
+                                                 "sigma1": 1.0, "sigma2": math.exp(-6)})
+    mu_init: str = "normal"
+    mu_scale: float = 0.1
+    rho_init: float = -3.0
+    dropout: float = 0.5
+    eval_samples: int = 10
+    seed: int = 0
+    log_every: int = 50
+
+    def __post_init__(self):
+        self.hidden = tuple(self.hidden)
+        self.validate()
+
+    def validate(self):
+        """Raise ``ValueError`` naming the first impossible setting."""
+        def positive_int(name, minimum=1):
+            v = getattr(self, name)
+            if isinstance(v, bool) or not isinstance(v, numbers.Integral) or v < minimum:
+                raise ValueError(f"{name} must be an integer >= {minimum}, got {v!r}")
+
+        def positive_float(name):
+            v = getattr(self, name)
+            if isinstance(v, bool) or not isinstance(v, numbers.Real) or not (
+                    math.isfinite(v) and v > 0):
+                raise ValueError(f"{name} must be a finite number > 0, got {v!r}")
+
+        if self.model not in MODELS:
+            raise ValueError(f"unknown model {self.model!r}; choose one of {MODELS}")
+        if not self.hidden or any(isinstance(h, bool) or not isinstance(h, numbers.Integral)
+                                  or h < 1 for h in self.hidden):
+            raise ValueError(f"hidden must be a non-empty list of positive unit counts, "
+                             f"got {self.hidden!r}")
+        if self.activation not in ("relu", "tanh", "sigmoid", "softrelu"):
+            raise ValueError(f"unknown activation {self.activation!r}")
+        if self.likelihood not in ("softmax", "bernoulli"):
+            raise ValueError(f"likelihood must be 'softmax' or 'bernoulli' for training, "
+                             f"got {self.likelihood!r}")
+        for name in ("num_inputs", "num_outputs", "epochs", "batch_size", "samples",
+                     "log_every"):
+            positive_int(name)
+        positive_int("eval_samples", 0)
+        positive_int("seed", 0)
+        if self.likelihood == "bernoulli" and self.num_outputs != 1:
+            raise ValueError("the bernoulli likelihood needs num_outputs=1")
+        if self.likelihood == "softmax" and self.num_outputs < 2:
+            raise ValueError("the softmax likelihood needs num_outputs >= 2")
+        positive_float("lr")
+        positive_float("mu_scale")
+        if self.optimizer not in ("adam", "sgd"):
+            raise ValueError(f"unknown optimizer {self.optimizer!r}; choose 'adam' or 'sgd'")
+        if not (isinstance(self.rho_init, numbers.Real) and math.isfinite(self.rho_init)):
+            raise ValueError(f"rho_init must be a finite number, got {self.rho_init!r}")
+        if not (isinstance(self.dropout, numbers.Real) and 0 <= self.dropout < 1):
+            raise ValueError(f"dropout must lie in [0, 1), got {self.dropout!r}")
+        if self.mu_init not in ("normal", "copy"):
+            raise ValueError(f"mu_init must be 'normal' or 'copy', got {self.mu_init!r}")
+        if self.complexity not in ("mc", "kl"):
+            raise ValueError(f"complexity must be 'mc' or 'kl', got {self.complexity!r}")
+        prior = make_prior(**self.prior)  # raises for bad hyperparameters
+        if self.complexity == "kl" and not prior.has_closed_form_kl:
+            raise ValueError(f"complexity='kl' needs a Gaussian prior, got {prior!r}")
+        if isinstance(self.weighting, str):
+            if self.weighting not in ("uniform", "blundell"):
+                raise ValueError(f"unknown weighting {self.weighting!r}; "
+                                 "choose 'uniform', 'blundell' or a number")
+        elif isinstance(self.weighting, bool) or not isinstance(self.weighting, numbers.Real) \
+                or not (math.isfinite(self.weighting) and self.weighting >= 0):
+            raise ValueError(f"a constant weighting must be a finite number >= 0, "
+                             f"got {self.weighting!r}")
+
+    def to_dict(self):
+        d = asdict(self)
+        d["hidden"] = list(self.hidden)
+        return d
+
+    @classmethod
+    def from_dict(cls, d):
+        known = {f.name for f in fields(cls)}
+        unknown = set(d) - known
+        if unknown:
+            raise ValueError(f"unknown configuration keys {sorted(unknown)}")
+        return cls(**d)
+
+
+def build_mlp(hidden=(400, 400), num_outputs=10, activation="relu", num_inputs=784,
+              dropout=0.0):
+    """An initialised ``nn.HybridSequential`` MLP; ``dropout > 0`` adds Dropout before every
+    Dense layer after the first (the baseline of the paper's Table 1)."""
+    net = nn.HybridSequential()
+    units_in = num_inputs
+    with net.name_scope():
+        for units in hidden:
+            if dropout > 0 and units_in != num_inputs:
+                net.add(nn.Dropout(dropout))
+            net.add(nn.Dense(units, activation=activation, in_units=units_in))
+            units_in = units
+        if dropout > 0:
+            net.add(nn.Dropout(dropout))
+        net.add(nn.Dense(num_outputs, in_units=units_in))
+    return net
+
+
+@dataclass
+class TrainResult:
+    """What :func:`fit` returns: the trained objects and the per-epoch history."""
+
+    net: gluon.Block
+    posterior: Posterior | None
+    history: list
+    config: TrainConfig
+    run_dir: str | None
+    best_epoch: int | None
+    interrupted: bool = False
+
+
+def bbb_step(net, posterior, loss_fn, trainer, X, y, batch_index, ctxs, samples=1, eps=None):
+    """One Bayes-by-Backprop update on a batch, split over ``ctxs``.
+
+    Parameters
+    ----------
+    X, y : NDArray
+        The whole batch; it is split along axis 0 over ``ctxs``.
+    eps : list of list of array, optional
+        ``eps[k][s]``: flat noise for device ``k``, sample ``s`` (for tests); default draws
+        from each device's own stream.
+
+    Returns
+    -------
+    (cost, complexity) : NDArray, NDArray
+        The batch's summed cost :math:`f_i` and its weighted complexity part
+        :math:`\\pi_i C`, shape ``(1,)`` on ``ctxs[0]`` (no host sync).
+    """
+    Xs = gluon.utils.split_and_load(X, ctxs, even_split=False)
+    ys = gluon.utils.split_and_load(y, ctxs, even_split=False)
+    batch_size = X.shape[0]
+    losses, complexities = [], []
+    with autograd.record():
+        for k, (xb, yb) in enumerate(zip(Xs, ys, strict=True)):
+            ctx = xb.context
+            draws = [posterior.sample(ctx, eps=None if eps is None else eps[k][s])
+                     for s in range(samples)]
+            outs = []
+            for draw in draws:
+                with use_weights(net, posterior, draw.weights, ctx):
+                    outs.append(net(xb))
+            if samples == 1:
+                outs, draws = outs[0], draws[0]
+            losses.append(loss_fn(outs, yb, draws, batch_index, batch_size))
+            complexities.append(loss_fn.last_complexity)
+    autograd.backward(losses)
+    trainer.step(batch_size)
+    return _gather([l.sum() for l in losses], ctxs[0]), _gather(complexities, ctxs[0])
+
+
+def _gather(values, ctx):
+    total = values[0].as_in_context(ctx)
+    for v in values[1:]:
+        total = total + v.as_in_context(ctx)
+    return total.reshape((1,))
+
+
+def _plain_step(net, loss_fn, trainer, X, y, ctxs):
+    Xs = gluon.utils.split_and_load(X, ctxs, even_split=False)
+    ys = gluon.utils.split_and_load(y, ctxs, even_split=False)
+    with autograd.record():
+        losses = [loss_fn(net(xb), yb) for xb, yb in zip(Xs, ys, strict=True)]
+    autograd.backward(losses)
+    trainer.step(X.shape[0])
+    return _gather([l.sum() for l in losses], ctxs[0])
+
+
+def _check_arrays(name, X, y, config):
+    X = np.asarray(X)
+    y = np.asarray(y)
+    if X.ndim != 2 or X.shape[1] != config.num_inputs:
+        raise ValueError(f"{name} inputs must have shape (N, {config.num_inputs}), got {X.shape}")
+    if y.shape != (X.shape[0],):
+        raise ValueError(f"{name} labels must have shape ({X.shape[0]},), got {y.shape}")
+    if not np.isfinite(X).all():
+        raise ValueError(f"{name} inputs contain NaN or infinity")
+    classes = 2 if config.likelihood == "bernoulli" else config.num_outputs
+    if not np.isfinite(y).all() or np.any(y != np.round(y)) or y.min() < 0 \
+            or y.max() > classes - 1:
+        raise ValueError(f"{name} labels must be integers in [0, {classes - 1}], "
+                         f"got values in [{y.min()}, {y.max()}]")
+    return X.astype(np.float32, copy=False), y.astype(np.int32, copy=False)
+
+
+def _atomic_write_text(path, text):
+    folder = os.path.dirname(os.path.abspath(path))
+    fd, tmp = tempfile.mkstemp(prefix=".tmp-", dir=folder)
+    try:
+        with os.fdopen(fd, "w") as f:
+            f.write(text)
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.remove(tmp)
+        raise
+
+
+def _write_history(run_dir, history):
+    _atomic_write_text(os.path.join(run_dir, "history.json"), json.dumps(history, indent=1))
+    if not history:
+        return
+    cols = list(history[0])
+    lines = [",".join(cols)] + [",".join(_fmt(row.get(c)) for c in cols) for row in history]
+    _atomic_write_text(os.path.join(run_dir, "history.csv"), "\n".join(lines) + "\n")
+
+
+def _fmt(v):
+    if v is None:
+        return ""
+    if isinstance(v, float):
+        return repr(v)
+    return str(v)
+
+
+def _bytes_array(b):
+    return mx.nd.array(np.frombuffer(b, dtype=np.uint8), dtype="uint8")
+
+
+def _array_bytes(a):
+    return a.asnumpy().astype(np.uint8).tobytes()
+
+
+def _model_arrays(net, posterior):
+    if posterior is not None:
+        out = {}
+        for key, mu, rho in zip(posterior.keys, posterior.mu(), posterior.rho(), strict=True):
+            out[f"{key}|mu"] = mu
+            out[f"{key}|rho"] = rho
+        return out
+    return {k: p.data(p.list_ctx()[0]) for k, p in net._collect_params_with_prefix().items()}
+
+
+def _set_model_arrays(arrays, net, posterior, path):
+    if posterior is not None:
+        targets = {}
+        for key, shape, mu, rho in zip(posterior.keys, posterior.shapes,
+                                       posterior._mu, posterior._rho, strict=True):
+            targets[f"{key}|mu"] = (mu, shape)
+            targets[f"{key}|rho"] = (rho, shape)
+    else:
+        targets = {k: (p, p.shape) for k, p in net._collect_params_with_prefix().items()}
+    if set(targets) != set(arrays):
+        raise CheckpointError(f"{path} holds parameters of another architecture")
+    for name, (param, shape) in targets.items():
+        if tuple(arrays[name].shape) != tuple(shape):
+            raise CheckpointError(f"{path}: {name} has shape {arrays[name].shape}, "
+                                  f"this model needs {shape}")
+        param.set_data(arrays[name])
+
+
+def _save_checkpoint(path, net, posterior, trainer, meta):
+    arrays = dict(_model_arrays(net, posterior))
+    arrays["__meta__"] = _bytes_array(json.dumps(meta).encode())
+    if trainer is not None:
+        fd, tmp = tempfile.mkstemp(prefix=".tmp-states-")
+        os.close(fd)
+        try:
+            trainer.save_states(tmp)
+            with open(tmp, "rb") as f:
+                arrays["__trainer__"] = _bytes_array(f.read())
+        finally:
+            os.remove(tmp)
+    atomic_nd_save(path, arrays)
+
+
+def _read_checkpoint(path):
+    try:
+        arrays = read_nd_file(path)
+        meta = json.loads(_array_bytes(arrays.pop("__meta__")).decode())
+    except FileNotFoundError:
+        raise CheckpointError(f"no checkpoint at {path}") from None
+    except (ValueError, KeyError, UnicodeDecodeError):
+        raise CheckpointError(f"{path} is corrupt or not a bbb_gluon checkpoint") from None
+    if meta.get("format") != _FORMAT:
+        raise CheckpointError(f"{path} is not a bbb_gluon checkpoint")
+    return arrays, meta
+
+
+def _load_trainer_states(trainer, blob):
+    fd, tmp = tempfile.mkstemp(prefix=".tmp-states-")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(blob)
+        trainer.load_states(tmp)
+    finally:
+        os.remove(tmp)
+
+
+def _build(config, ctxs):
+    net = build_mlp(config.hidden, config.num_outputs, config.activation, config.num_inputs,
+                    config.dropout if config.model == "dropout" else 0.0)
+    # Weights of the baselines come from the run's seed, independent of global state.
+    mx.random.seed(config.seed)
+    net.initialize(mx.init.Xavier(), ctx=ctxs)
+    net.hybridize(static_alloc=True, static_shape=True)
+    posterior = None
+    if config.model == "bbb":
+        posterior = Posterior(net, mu_init=config.mu_init, mu_scale=config.mu_scale,
+                              rho_init=config.rho_init, seed=config.seed)
+    return net, posterior
+
+
+def _make_trainer(config, params, ctxs):
+    opt = {"learning_rate": config.lr}
+    kv = "device" if len(ctxs) > 1 else None
+    return gluon.Trainer(params, config.optimizer, opt, kvstore=kv, update_on_kvstore=False
+                         if kv else None)
+
+
+def _run_paths(run_dir):
+    ckpt = os.path.join(run_dir, "checkpoints")
+    return ckpt, os.path.join(ckpt, "latest.params"), os.path.join(ckpt, "best.params")
+
+
+def _check_resume_config(stored, config, path):
+    for name in _ARCH_FIELDS:
+        a, b = stored.get(name), config.to_dict().get(name)
+        if a != b:
+            raise CheckpointError(
+                f"{path} is a checkpoint of another model: {name} is {a!r} there, {b!r} here")
+
+
+@contextlib.contextmanager
+def _catch_sigint():
+    """Turn Ctrl-C into a flag checked between batches, so a step is never cut in half."""
+    state = {"stop": False}
+    if threading.current_thread() is not threading.main_thread():
+        yield state
+        return
+
+    def handler(signum, frame):
+        if state["stop"]:  # a second Ctrl-C: stop at once
+            raise KeyboardInterrupt
+        state["stop"] = True
+
+    previous = signal.signal(signal.SIGINT, handler)
+    try:
+        yield state
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
+def fit(config, train, valid=None, run_dir=None, ctx=None, resume=False, progress=True,
+        stop_after_batches=None):
+    """Train a model as ``config`` says.
+
+    Parameters
+    ----------
+    config : TrainConfig
+    train : (X, y)
+        NumPy arrays, ``X`` of shape ``(N, num_inputs)``, ``y`` integer labels ``(N,)``.
+    valid : (X, y), optional
+        Validation split; the best checkpoint is chosen by its error with the means.
+    run_dir : str, optional
+        Folder for ``config.json``, ``history.csv``/``.json`` and ``checkpoints/``.
+    ctx : Context or list of Context, optional
+        Default ``mx.current_context()``; a list trains data-parallel.
+    resume : bool
+        Continue from ``run_dir/checkpoints/latest.params``.
+    progress : bool
+        Show a tqdm bar per epoch.
+    stop_after_batches : int, optional
+        Stop (as on Ctrl-C: checkpoint, then :class:`TrainingInterrupted`) after this
+        many batches in total; for tests of interruption.
+
+    Returns
+    -------
+    TrainResult
+    """
+    if not isinstance(config, TrainConfig):
+        raise TypeError("config must be a TrainConfig")
+    config.validate()
+    ctxs = ctx if isinstance(ctx, list | tuple) else [ctx or mx.current_context()]
+    ctxs = list(ctxs)
+    X, y = _check_arrays("training", *train, config)
+    if valid is not None and len(valid[0]):
+        Xv, yv = _check_arrays("validation", *valid, config)
+    else:
+        Xv = yv = None
+    if run_dir is not None:
+        run_dir = os.fspath(run_dir)
+        ckpt_dir, latest_path, best_path = _run_paths(run_dir)
+        if resume:
+            if not os.path.isfile(latest_path):
+                raise CheckpointError(f"{run_dir} is not a run folder with a checkpoint "
+                                      f"(no {latest_path})")
+        elif os.path.exists(latest_path):
+            raise CheckpointError(f"{run_dir} already holds a run; resume it or choose "
+                                  "another folder (nothing was changed)")
+        os.makedirs(ckpt_dir, exist_ok=True)
+    elif resume:
+        raise ValueError("resume=True needs a run_dir")
+
+    loader = ArrayLoader(X, y, config.batch_size, shuffle=True, seed=config.seed, ctx=ctxs[0])
+    num_batches = len(loader)
+    net, posterior = _build(config, ctxs)
+    if posterior is not None:
+        prior = make_prior(**config.prior)
+        loss_fn = BBBLoss(posterior, prior, likelihood=config.likelihood,
+                          complexity=config.complexity, weighting=config.weighting,
+                          num_batches=num_batches, validate=False)
+        trainer = _make_trainer(config, posterior.params, ctxs)
+    else:
+        loss_fn = (gluon.loss.SigmoidBCELoss() if config.likelihood == "bernoulli"
+                   else gluon.loss.SoftmaxCrossEntropyLoss())
+        trainer = _make_trainer(config, net.collect_params(), ctxs)
+
+    history, start_epoch, start_batch, best = [], 0, 0, {"epoch": None, "error": None}
+    partial = None
+    if resume:
+        arrays, meta = _read_checkpoint(latest_path)
+        _check_resume_config(meta["config"], config, latest_path)
+        try:
+            _set_model_arrays(arrays, net, posterior, latest_path)
+        except PosteriorMismatchError as e:
+            raise CheckpointError(str(e)) from None
+        if "__trainer__" in arrays:
+            _load_trainer_states(trainer, _array_bytes(arrays["__trainer__"]))
+        if posterior is not None:
+            posterior.noise.load_state_dict(meta["noise"])
+        history, best = meta["history"], meta["best"]
+        start_epoch, start_batch, partial = meta["epoch"], meta["batch"], meta.get("partial")
+    if run_dir is not None:
+        _atomic_write_text(os.path.join(run_dir, "config.json"),
+                           json.dumps(config.to_dict(), indent=1))
+
+    def meta_now(epoch, batch, partial_state):
+        return {"format": _FORMAT, "config": config.to_dict(), "epoch": epoch, "batch": batch,
+                "partial": partial_state, "history": history, "best": best,
+                "noise": posterior.noise.state_dict() if posterior is not None else None}
+
+    batches_done = 0
+    interrupted = False
+    with _catch_sigint() as sig:
+        for epoch in range(start_epoch, config.epochs):
+            skip = start_batch if epoch == start_epoch else 0
+            acc_cost = mx.nd.zeros((1,), ctx=ctxs[0])
+            acc_cplx = mx.nd.zeros((1,), ctx=ctxs[0])
+            seconds = 0.0
+            if skip and partial:
+                acc_cost[:] = partial["cost"]
+                acc_cplx[:] = partial["complexity"]
+                seconds = partial["seconds"]
+            bar = tqdm(total=num_batches, initial=skip, desc=f"epoch {epoch + 1}/{config.epochs}",
+                       disable=not progress, leave=True, dynamic_ncols=True)
+            t0 = time.perf_counter()
+            stopped_at = None
+            for i, (xb, yb) in enumerate(loader.epoch(epoch)):
+                if i < skip:
+                    continue
+                if config.model == "dropout":
+                    # mx.random's state cannot be saved; a seed per batch makes the masks
+                    # a function of the position, so resuming reproduces them.
+                    mx.random.seed(_batch_seed(config.seed, epoch, i))
+                if posterior is not None:
+                    cost, cplx = bbb_step(net, posterior, loss_fn, trainer, xb, yb, i, ctxs,
+                                          config.samples)
+                    acc_cplx += cplx
+                else:
+                    cost = _plain_step(net, loss_fn, trainer, xb, yb, ctxs)
+                acc_cost += cost
+                batches_done += 1
+                if (i + 1) % config.log_every == 0 and progress:
+                    c, k = float(acc_cost.asscalar()), float(acc_cplx.asscalar())
+                    bar.set_postfix(cost=f"{c:.4g}", complexity=f"{k:.4g}",
+                                    likelihood=f"{c - k:.4g}", refresh=False)
+                bar.update(1)
+                if sig["stop"] or (stop_after_batches is not None
+                                   and batches_done >= stop_after_batches):
+                    stopped_at = i + 1
+                    break
+            mx.nd.waitall()
+            seconds += time.perf_counter() - t0
+            bar.close()
+            if stopped_at is not None and stopped_at < num_batches:
+                interrupted = True
+                if run_dir is not None:
+                    part = {"cost": float(acc_cost.asscalar()),
+                            "complexity": float(acc_cplx.asscalar()), "seconds": seconds}
+                    _save_checkpoint(latest_path, net, posterior, trainer,
+                                     meta_now(epoch, stopped_at, part))
+                break
+            row = _epoch_row(epoch, acc_cost, acc_cplx, len(y), seconds, net, posterior,
+                             config, Xv, yv, ctxs[0])
+            history.append(row)
+            improved = Xv is not None and (best["error"] is None
+                                           or row["valid_error"] < best["error"])
+            if improved or (Xv is None):
+                best = {"epoch": epoch + 1, "error": row.get("valid_error")}
+            if run_dir is not None:
+                meta = meta_now(epoch + 1, 0, None)
+                if improved or Xv is None:
+                    _save_checkpoint(best_path, net, posterior, None, meta)
+                _save_checkpoint(latest_path, net, posterior, trainer, meta)
+                _write_history(run_dir, history)
+            if sig["stop"] or (stop_after_batches is not None
+                               and batches_done >= stop_after_batches
+                               and epoch + 1 < config.epochs):
+                interrupted = True
+                break
+    result = TrainResult(net, posterior, history, config, run_dir, best["epoch"], interrupted)
+    if interrupted:
+        exc = TrainingInterrupted(
+            f"training stopped; checkpoint in {run_dir}" if run_dir else "training stopped")
+        exc.result = result
+        raise exc
+    return result
+
+
+def _batch_seed(seed, epoch, batch):
+    return int(np.random.SeedSequence([seed, epoch, batch]).generate_state(1)[0] % (2**31))
+
+
+def _epoch_row(epoch, acc_cost, acc_cplx, num_examples, seconds, net, posterior, config,
+               Xv, yv, ctx):
+    cost, cplx = float(acc_cost.asscalar()), float(acc_cplx.asscalar())
+    row = {"epoch": epoch + 1, "cost": cost, "complexity_cost": cplx,
+           "likelihood_cost": cost - cplx, "nll_per_example": (cost - cplx) / num_examples,
+           "seconds": seconds}
+    if Xv is not None:
+        t0 = time.perf_counter()
+        probs = predict_proba(net, Xv, posterior, 0, ctx=ctx, likelihood=config.likelihood)
+        row["valid_error"] = error_rate(probs, yv)
+        if posterior is not None and config.eval_samples > 0:
+            probs = predict_proba(net, Xv, posterior, config.eval_samples, ctx=ctx,
+                                  likelihood=config.likelihood)
+            row["valid_error_mc"] = error_rate(probs, yv)
+        else:
+            row["valid_error_mc"] = None
+        row["eval_seconds"] = time.perf_counter() - t0
+    return row
+
+
+def load_run(run_dir, which="best", ctx=None):
+    """Rebuild the network (and posterior) of a run folder from a checkpoint.
+
+    Parameters
+    ----------
+    run_dir : str
+    which : {"best", "latest"}
+    ctx : Context, optional
+
+    Returns
+    -------
+    (net, posterior or None, TrainConfig, meta dict)
+    """
+    if which not in ("best", "latest"):
+        raise ValueError(f"which must be 'best' or 'latest', got {which!r}")
+    run_dir = os.fspath(run_dir)
+    if not os.path.isfile(os.path.join(run_dir, "config.json")):
+        raise CheckpointError(f"{run_dir} is not a run folder (no config.json)")
+    _, latest_path, best_path = _run_paths(run_dir)
+    path = best_path if which == "best" else latest_path
+    arrays, meta = _read_checkpoint(path)
+    config = TrainConfig.from_dict(meta["config"])
+    net, posterior = _build(config, [ctx or mx.current_context()])
+    _set_model_arrays(arrays, net, posterior, path)
+    return net, posterior, config, meta
