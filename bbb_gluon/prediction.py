@@ -11,7 +11,7 @@ from mxnet import autograd
 
 from .sampling import use_means, use_weights
 
-__all__ = ["predict_proba", "error_rate", "PREDICTION_STREAM"]
+__all__ = ["predict_proba", "predict_samples", "error_rate", "PREDICTION_STREAM"]
 
 PREDICTION_STREAM = 10_000
 
@@ -86,6 +86,30 @@ def predict_proba(net, X, posterior=None, num_samples=0, batch_size=1000, ctx=No
                         acc[i] = p if acc[i] is None else acc[i] + p
         chunks = [a / num_samples for a in acc]
     return mx.nd.concat(*chunks, dim=0).asnumpy()
+
+
+def predict_samples(net, posterior, X, num_samples, batch_size=1000, ctx=None,
+                    likelihood="softmax"):
+    """Class probabilities under each of ``num_samples`` weight samples.
+
+    Returns
+    -------
+    ndarray of shape (num_samples, N, C): its mean over axis 0 is the Monte-Carlo
+    predictive, its standard deviation the spread that the weight uncertainty causes.
+    """
+    X = np.asarray(X, dtype=np.float32)
+    if not isinstance(num_samples, int) or num_samples < 1:
+        raise ValueError(f"num_samples must be an int >= 1, got {num_samples!r}")
+    ctx = ctx or posterior.contexts[0]
+    batches = list(_batches(X, batch_size, ctx))
+    per_sample = []
+    with autograd.pause():
+        for _ in range(num_samples):
+            sample = posterior.sample(ctx, stream=PREDICTION_STREAM)
+            with use_weights(net, posterior, sample.weights, ctx):
+                per_sample.append(mx.nd.concat(*[_probs(net(xb), likelihood)
+                                                 for xb in batches], dim=0))
+    return mx.nd.stack(*per_sample).asnumpy()
 
 
 def error_rate(probs, y):

@@ -452,7 +452,7 @@ def _catch_sigint():
 
 
 def fit(config, train, valid=None, run_dir=None, ctx=None, resume=False, progress=True,
-        stop_after_batches=None):
+        stop_after_batches=None, extra_config=None):
     """Train a model as ``config`` says.
 
     Parameters
@@ -473,6 +473,8 @@ def fit(config, train, valid=None, run_dir=None, ctx=None, resume=False, progres
     stop_after_batches : int, optional
         Stop (as on Ctrl-C: checkpoint, then :class:`TrainingInterrupted`) after this
         many batches in total; for tests of interruption.
+    extra_config : dict, optional
+        More entries for ``config.json`` (the command line stores its data settings).
 
     Returns
     -------
@@ -533,7 +535,8 @@ def fit(config, train, valid=None, run_dir=None, ctx=None, resume=False, progres
         start_epoch, start_batch, partial = meta["epoch"], meta["batch"], meta.get("partial")
     if run_dir is not None:
         _atomic_write_text(os.path.join(run_dir, "config.json"),
-                           json.dumps(config.to_dict(), indent=1))
+                           json.dumps({"train": config.to_dict(), **(extra_config or {})},
+                                      indent=1))
 
     def meta_now(epoch, batch, partial_state):
         return {"format": _FORMAT, "config": config.to_dict(), "epoch": epoch, "batch": batch,
@@ -658,9 +661,11 @@ def load_run(run_dir, which="best", ctx=None):
     if which not in ("best", "latest"):
         raise ValueError(f"which must be 'best' or 'latest', got {which!r}")
     run_dir = os.fspath(run_dir)
+    _, latest_path, best_path = _run_paths(run_dir)
     if not os.path.isfile(os.path.join(run_dir, "config.json")):
         raise CheckpointError(f"{run_dir} is not a run folder (no config.json)")
-    _, latest_path, best_path = _run_paths(run_dir)
+    if not os.path.isfile(best_path if which == "best" else latest_path):
+        raise CheckpointError(f"{run_dir} has no {which} checkpoint")
     path = best_path if which == "best" else latest_path
     arrays, meta = _read_checkpoint(path)
     config = TrainConfig.from_dict(meta["config"])

@@ -1,0 +1,62 @@
+"""The environment files agree, and the installed environment is the pinned one."""
+
+import re
+import tomllib
+from pathlib import Path
+
+import mxnet as mx
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _name_and_spec(requirement):
+    m = re.match(r"^\s*([A-Za-z0-9_.\-]+)\s*(.*?)\s*$", requirement)
+    return m.group(1).lower().replace("_", "-"), m.group(2).replace(" ", "")
+
+
+def _pyproject_pins():
+    meta = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    return dict(_name_and_spec(r) for r in meta["dependencies"])
+
+
+def _environment_pins():
+    pins, in_pip = {}, False
+    for line in (ROOT / "environment.yml").read_text().splitlines():
+        stripped = line.strip()
+        if stripped.startswith("- pip:"):
+            in_pip = True
+            continue
+        if in_pip and stripped.startswith("- ") and not stripped.startswith("- -e"):
+            name, spec = _name_and_spec(stripped[2:])
+            pins[name] = spec
+        elif stripped.startswith("- python="):
+            pins["python"] = stripped.split("=", 1)[1]
+    return pins
+
+
+def test_environment_yml_matches_pyproject_pins():
+    pyproject, conda = _pyproject_pins(), _environment_pins()
+    assert set(pyproject) <= set(conda), f"missing in environment.yml: {set(pyproject) - set(conda)}"
+    for name, spec in pyproject.items():
+        assert conda[name] == spec, f"{name}: pyproject says {spec!r}, environment.yml {conda[name]!r}"
+
+
+def test_python_version_agrees():
+    requires = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["requires-python"]
+    assert ">=3.11" in requires and "<3.12" in requires
+    assert _environment_pins()["python"] == "3.11"
+
+
+def test_installed_versions_are_the_pinned_ones():
+    assert mx.__version__ == "1.9.1"
+    major, minor = (int(x) for x in np.__version__.split(".")[:2])
+    assert (major, minor) == (1, 23), f"numpy {np.__version__} is outside >=1.23,<1.24"
+
+
+def test_package_imports_and_exports_its_api():
+    import bbb_gluon
+
+    assert bbb_gluon.__version__
+    for name in bbb_gluon.__all__:
+        assert hasattr(bbb_gluon, name), name

@@ -1,0 +1,291 @@
+"""Tests for bbb_gluon.priors against float64 NumPy references.
+
+Tolerances (stated once, used everywhere below):
+
+- summed log density: ``|got - ref| <= 1e-4 * max(|ref|, 1)``;
+- gradient, elementwise: ``|got_j - ref_j| <= 1e-4 * max(|ref_j|, 1)``, with ``ref_j`` the
+  float64 analytic derivative of ``log p(w_j)``;
+- closed-form KL: 1e-5 relative.
+
+The references are evaluated at the float32 values the MXNet arrays actually hold.
+"""
+
+import math
+
+import mxnet as mx
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from hypothesis.extra.numpy import arrays
+from mxnet import autograd
+
+from bbb_gluon import GaussianPrior, Prior, ScaleMixturePrior, make_prior
+
+CONTEXTS = [mx.cpu(0), mx.cpu(1)]
+CTX_IDS = ["cpu0", "cpu1"]
+HALF_LOG_2PI = 0.5 * math.log(2 * math.pi)
+RTOL = 1e-4
+
+
+# --------------------------------------------------------------------------- references
+
+
+def gauss_logpdf64(w, sigma):
+    w = np.asarray(w, dtype=np.float64)
+    return -HALF_LOG_2PI - math.log(sigma) - w**2 / (2 * sigma**2)
+
+
+def gauss_grad64(w, sigma):
+    return -np.asarray(w, dtype=np.float64) / sigma**2
+
+
+def mixture_logpdf64(w, pi, sigma1, sigma2):
+    a = math.log(pi) + gauss_logpdf64(w, sigma1)
+    b = math.log1p(-pi) + gauss_logpdf64(w, sigma2)
+    return np.logaddexp(a, b)
+
+
+def mixture_grad64(w, pi, sigma1, sigma2):
+    w = np.asarray(w, dtype=np.float64)
+    a = math.log(pi) + gauss_logpdf64(w, sigma1)
+    b = math.log1p(-pi) + gauss_logpdf64(w, sigma2)
+    total = np.logaddexp(a, b)
+    r1, r2 = np.exp(a - total), np.exp(b - total)
+    return -(r1 * w / sigma1**2 + r2 * w / sigma2**2)
+
+
+def _log_prob_and_grad(prior, w32, ctx=mx.cpu(0)):
+    wa = mx.nd.array(w32, ctx=ctx, dtype=np.float32)
+    wa.attach_grad()
+    with autograd.record():
+        lp = prior.log_prob(wa)
+    lp.backward()
+    assert lp.shape == (1,)
+    assert lp.context == ctx
+    return float(lp.asscalar()), wa.grad.asnumpy().astype(np.float64)
+
+
+def _check(prior, w32, ref_fn, grad_fn, ctx=mx.cpu(0)):
+    w64 = np.asarray(w32, dtype=np.float32).astype(np.float64)
+    got, grad = _log_prob_and_grad(prior, w32, ctx)
+    ref = float(ref_fn(w64).sum())
+    assert math.isfinite(got)
+    assert abs(got - ref) <= RTOL * max(abs(ref), 1.0), (got, ref)
+    assert np.all(np.isfinite(grad))
+    gref = grad_fn(w64)
+    err = np.abs(grad - gref) / np.maximum(np.abs(gref), 1.0)
+    assert err.max() <= RTOL, (w64.ravel()[err.argmax()], grad.ravel()[err.argmax()],
+                               gref.ravel()[err.argmax()])
+
+
+# --------------------------------------------------------------------------- log_prob: grids
+
+
+WEIGHT_GRID = np.concatenate([
+    np.linspace(-10, 10, 4001),
+    np.linspace(-0.01, 0.01, 2001),  # the narrow spike and the crossing points
+    [0.0, 1e-30, -1e-30, 1e-8],
+]).astype(np.float32)
+
+
+@pytest.mark.parametrize("sigma", [math.exp(-8), 0.05, 1.0, 7.5])
+@pytest.mark.parametrize("ctx", CONTEXTS, ids=CTX_IDS)
+def test_gaussian_log_prob_grid(sigma, ctx):
+    prior = GaussianPrior(sigma)
+    _check(prior, WEIGHT_GRID, lambda w: gauss_logpdf64(w, sigma),
+           lambda w: gauss_grad64(w, sigma), ctx)
+
+
+@pytest.mark.parametrize("pi, sigma1, sigma2", [
+    (0.5, 1.0, math.exp(-8)),
+    (0.5, 1.0, math.exp(-6)),
+    (0.25, math.exp(-1), math.exp(-7)),
+    (0.75, math.exp(-2), math.exp(-6)),
+    (0.5, 1.0, 0.5),
+    (0.01, 3.0, math.exp(-8)),
+    (0.99, 1.0, math.exp(-8)),
+])
+@pytest.mark.parametrize("ctx", CONTEXTS, ids=CTX_IDS)
+def test_scale_mixture_log_prob_grid(pi, sigma1, sigma2, ctx):
+    prior = ScaleMixturePrior(pi, sigma1, sigma2)
+    _check(prior, WEIGHT_GRID, lambda w: mixture_logpdf64(w, pi, sigma1, sigma2),
+           lambda w: mixture_grad64(w, pi, sigma1, sigma2), ctx)
+
+
+@pytest.mark.parametrize("shape", [(1,), (3, 4), (2, 3, 5)])
+def test_log_prob_is_a_sum_over_any_shape(shape):
+    w = np.random.uniform(-2, 2, size=shape).astype(np.float32)
+    mix = ScaleMixturePrior(0.5, 1.0, math.exp(-8))
+    _check(mix, w, lambda v: mixture_logpdf64(v, 0.5, 1.0, math.exp(-8)),
+           lambda v: mixture_grad64(v, 0.5, 1.0, math.exp(-8)))
+    gauss = GaussianPrior(0.3)
+    _check(gauss, w, lambda v: gauss_logpdf64(v, 0.3), lambda v: gauss_grad64(v, 0.3))
+
+
+def test_scale_mixture_with_equal_pi_limits():
+    """A mixture whose narrow component is nearly the wide one is nearly that Gaussian."""
+    prior = ScaleMixturePrior(0.5, 1.0, 1.0 - 1e-9)
+    w = np.linspace(-4, 4, 101).astype(np.float32)
+    got, _ = _log_prob_and_grad(prior, w)
+    assert got == pytest.approx(gauss_logpdf64(w.astype(np.float64), 1.0).sum(), rel=1e-5)
+
+
+# --------------------------------------------------------------------------- log_prob: properties
+
+
+_weights = arrays(np.float32, st.integers(1, 64),
+                  elements=st.floats(-10, 10, width=32, allow_nan=False, allow_subnormal=False))
+
+
+@settings(max_examples=60, deadline=None)
+@given(w=_weights, log_sigma=st.floats(-8, 2.5))
+def test_gaussian_log_prob_property(w, log_sigma):
+    sigma = math.exp(log_sigma)
+    _check(GaussianPrior(sigma), w, lambda v: gauss_logpdf64(v, sigma),
+           lambda v: gauss_grad64(v, sigma))
+
+
+@settings(max_examples=80, deadline=None)
+@given(
+    w=_weights,
+    pi=st.floats(0.01, 0.99),
+    log_sigma1=st.floats(-2, 1),
+    log_gap=st.floats(0.5, 8),
+)
+def test_scale_mixture_log_prob_property(w, pi, log_sigma1, log_gap):
+    sigma1, sigma2 = math.exp(log_sigma1), math.exp(log_sigma1 - log_gap)
+    prior = ScaleMixturePrior(pi, sigma1, sigma2)
+    _check(prior, w, lambda v: mixture_logpdf64(v, pi, sigma1, sigma2),
+           lambda v: mixture_grad64(v, pi, sigma1, sigma2))
+
+
+@settings(max_examples=60, deadline=None)
+@given(w=arrays(np.float32, st.integers(1, 32),
+                elements=st.floats(-0.0625, 0.0625, width=32, allow_nan=False,
+                                  allow_subnormal=False)))
+def test_scale_mixture_paper_prior_near_zero_property(w):
+    """sigma1 = 1, sigma2 = e^-8: the float32 under/overflow regime of the paper."""
+    s2 = math.exp(-8)
+    _check(ScaleMixturePrior(0.5, 1.0, s2), w, lambda v: mixture_logpdf64(v, 0.5, 1.0, s2),
+           lambda v: mixture_grad64(v, 0.5, 1.0, s2))
+
+
+# --------------------------------------------------------------------------- closed-form KL
+
+
+def kl64(mu, sigma, sigma_p):
+    mu, sigma = np.asarray(mu, np.float64), np.asarray(sigma, np.float64)
+    return float(np.sum(np.log(sigma_p / sigma) + (sigma**2 + mu**2) / (2 * sigma_p**2) - 0.5))
+
+
+@pytest.mark.parametrize("sigma_p", [0.1, 1.0, 3.0])
+@pytest.mark.parametrize("shape", [(1,), (4, 3), (2, 2, 5)])
+@pytest.mark.parametrize("with_log_sigma", [False, True])
+@pytest.mark.parametrize("ctx", CONTEXTS, ids=CTX_IDS)
+def test_gaussian_kl_matches_formula(sigma_p, shape, with_log_sigma, ctx):
+    mu = np.random.uniform(-2, 2, size=shape).astype(np.float32)
+    sigma = np.exp(np.random.uniform(-6, 1, size=shape)).astype(np.float32)
+    prior = GaussianPrior(sigma_p)
+    mu_a, sigma_a = mx.nd.array(mu, ctx=ctx), mx.nd.array(sigma, ctx=ctx)
+    log_sigma = mx.nd.log(sigma_a) if with_log_sigma else None
+    got = prior.kl(mu_a, sigma_a, log_sigma)
+    assert got.shape == (1,) and got.context == ctx
+    ref = kl64(mu, sigma, sigma_p)
+    assert got.asscalar() == pytest.approx(ref, rel=1e-5, abs=1e-5)
+
+
+def test_gaussian_kl_is_zero_at_the_prior():
+    prior = GaussianPrior(0.7)
+    kl = prior.kl(mx.nd.zeros((50,)), mx.nd.full((50,), 0.7)).asscalar()
+    assert abs(kl) < 1e-5
+
+
+def test_gaussian_kl_gradient():
+    mu = np.random.uniform(-1, 1, size=(5,)).astype(np.float32)
+    sigma = np.random.uniform(0.05, 2, size=(5,)).astype(np.float32)
+    mu_a, sigma_a = mx.nd.array(mu), mx.nd.array(sigma)
+    mu_a.attach_grad()
+    sigma_a.attach_grad()
+    with autograd.record():
+        kl = GaussianPrior(1.5).kl(mu_a, sigma_a)
+    kl.backward()
+    mu64, s64 = mu.astype(np.float64), sigma.astype(np.float64)
+    mx.test_utils.assert_almost_equal(mu_a.grad.asnumpy(), mu64 / 1.5**2, rtol=1e-5, atol=1e-6)
+    mx.test_utils.assert_almost_equal(sigma_a.grad.asnumpy(), s64 / 1.5**2 - 1 / s64,
+                                      rtol=1e-5, atol=1e-6)
+
+
+def test_scale_mixture_has_no_closed_form_kl():
+    prior = ScaleMixturePrior()
+    assert not prior.has_closed_form_kl
+    assert GaussianPrior().has_closed_form_kl
+    with pytest.raises(NotImplementedError):
+        prior.kl(mx.nd.zeros((2,)), mx.nd.ones((2,)))
+
+
+# --------------------------------------------------------------------------- constructors
+
+
+@pytest.mark.parametrize("sigma", [0, 0.0, -1.0, float("nan"), float("inf"), "1.0", None, True,
+                                   [1.0]])
+def test_gaussian_prior_rejects_bad_sigma(sigma):
+    with pytest.raises(ValueError, match="sigma"):
+        GaussianPrior(sigma)
+
+
+@pytest.mark.parametrize("pi", [0, 0.0, 1, 1.0, -0.5, 1.5, float("nan"), float("inf"), "0.5",
+                                None, True])
+def test_scale_mixture_rejects_bad_pi(pi):
+    with pytest.raises(ValueError, match="pi"):
+        ScaleMixturePrior(pi=pi)
+
+
+@pytest.mark.parametrize("name", ["sigma1", "sigma2"])
+@pytest.mark.parametrize("value", [0.0, -1.0, float("nan"), float("inf"), "x", None, False])
+def test_scale_mixture_rejects_bad_sigmas(name, value):
+    kwargs = {"sigma1": 1.0, "sigma2": 0.01, name: value}
+    with pytest.raises(ValueError, match=name):
+        ScaleMixturePrior(0.5, **kwargs)
+
+
+@pytest.mark.parametrize("sigma1, sigma2", [(1.0, 1.0), (0.1, 1.0), (math.exp(-8), 1.0)])
+def test_scale_mixture_requires_sigma1_above_sigma2(sigma1, sigma2):
+    with pytest.raises(ValueError, match="sigma1") as info:
+        ScaleMixturePrior(0.5, sigma1, sigma2)
+    assert "sigma2" in str(info.value)
+
+
+def test_valid_constructors_store_floats():
+    g = GaussianPrior(2)
+    assert g.sigma == 2.0 and isinstance(g.sigma, float)
+    m = ScaleMixturePrior(0.25, 1, math.exp(-7))
+    assert (m.pi, m.sigma1, m.sigma2) == (0.25, 1.0, math.exp(-7))
+    assert isinstance(m, Prior) and isinstance(g, Prior)
+
+
+# --------------------------------------------------------------------------- make_prior
+
+
+def test_make_prior_round_trips_to_dict():
+    for prior in [GaussianPrior(0.3), ScaleMixturePrior(0.25, 2.0, math.exp(-6))]:
+        again = make_prior(**prior.to_dict())
+        assert type(again) is type(prior)
+        assert again.to_dict() == prior.to_dict()
+
+
+def test_make_prior_defaults_and_kwargs():
+    assert isinstance(make_prior(), ScaleMixturePrior)
+    g = make_prior("gaussian", sigma=0.5)
+    assert isinstance(g, GaussianPrior) and g.sigma == 0.5
+
+
+@pytest.mark.parametrize("kind", ["laplace", "Gaussian", "", None])
+def test_make_prior_unknown_kind(kind):
+    with pytest.raises(ValueError, match="unknown prior"):
+        make_prior(kind)
+
+
+def test_make_prior_passes_on_validation():
+    with pytest.raises(ValueError, match="sigma"):
+        make_prior("gaussian", sigma=-1)
