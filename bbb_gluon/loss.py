@@ -179,7 +179,8 @@ class BBBLoss(Loss):
         complexity_weight(weighting, 0, num_batches or 1)  # validates
         if noise_sigma is not None and not (isinstance(noise_sigma, numbers.Real)
                                             and math.isfinite(noise_sigma) and noise_sigma > 0):
-            raise ValueError(f"noise_sigma must be a finite number > 0 or None, got {noise_sigma!r}")
+            raise ValueError(f"noise_sigma must be a finite number > 0 or None, "
+                             f"got {noise_sigma!r}")
         self.posterior = posterior
         self.prior = prior
         self.likelihood = likelihood
@@ -211,18 +212,24 @@ class BBBLoss(Loss):
         spread over the whole batch, not counted once per device.
 
         After the call, ``last_complexity`` holds the weighted complexity part
-        :math:`\\pi_i C \\cdot B_{here} / B` of the returned values' sum, shape ``(1,)``.
+        :math:`\\pi_i C \\cdot B_{here} / B` of the returned values' sum, and
+        ``last_complexity_cost`` the unweighted :math:`C` (None where it was skipped), both
+        of shape ``(1,)``.
         """
         if isinstance(pred, list | tuple):
             if not isinstance(sample, list | tuple) or len(sample) != len(pred):
                 raise ValueError("with several outputs, pass one WeightSample per output")
-            total = complexity = None
+            total = complexity = cost = None
             for p, s in zip(pred, sample, strict=True):
                 value = self.forward(p, label, s, batch_index, batch_size)
                 total = value if total is None else total + value
                 complexity = (self.last_complexity if complexity is None
                               else complexity + self.last_complexity)
+                if self.last_complexity_cost is not None:
+                    cost = (self.last_complexity_cost if cost is None
+                            else cost + self.last_complexity_cost)
             self.last_complexity = complexity / len(pred)
+            self.last_complexity_cost = None if cost is None else cost / len(pred)
             return total / len(pred)
         self._check(pred, label)
         here = pred.shape[self._batch_axis]
@@ -230,8 +237,10 @@ class BBBLoss(Loss):
         pi = self.weight_of(batch_index)
         if pi <= self.skip_below:
             share = mx.nd.zeros((1,), ctx=pred.context)
+            self.last_complexity_cost = None
         else:
-            share = self.complexity_cost(sample) * (pi / batch_size)
+            self.last_complexity_cost = self.complexity_cost(sample)
+            share = self.last_complexity_cost * (pi / batch_size)
         self.last_complexity = share * here
         if self.noise_rho is not None:
             return super().forward(pred, label, share, self.noise_rho.data(pred.context))

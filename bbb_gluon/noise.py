@@ -66,6 +66,14 @@ class NoiseSource:
             return _draw(self.seed, stream, counter, self.size)
         return block.result()
 
+    def advance(self, stream=0):
+        """Take the next counter of ``stream`` without drawing (the fused kernels draw the
+        noise themselves from the same ``(seed, stream, counter)``)."""
+        with self._lock:
+            counter = self._counters.get(stream, 0)
+            self._counters[stream] = counter + 1
+            return counter
+
     def next(self, ctx, stream=0):
         """The next block of ``stream`` as an NDArray of shape ``(size,)`` on ``ctx``."""
         return mx.nd.array(self.next_numpy(stream), ctx=ctx, dtype=np.float32)

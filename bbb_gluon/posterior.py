@@ -177,7 +177,8 @@ class Posterior:
 
     @property
     def num_params(self):
-        """Number of variational parameters, :math:`2n` (one :math:`\\mu` and :math:`\\rho` each)."""
+        """Number of variational parameters, :math:`2n` (a :math:`\\mu` and a :math:`\\rho`
+        per weight)."""
         return 2 * self.num_weights
 
     def _ctx(self, ctx):

@@ -19,6 +19,7 @@ from . import ops
 __all__ = ["Prior", "GaussianPrior", "ScaleMixturePrior", "make_prior"]
 
 _HALF_LOG_2PI = 0.5 * math.log(2.0 * math.pi)
+_E_MINUS_6 = math.exp(-6.0)
 
 
 def _check_positive(name, value):
@@ -132,7 +133,7 @@ class ScaleMixturePrior(Prior):
         Standard deviation of the narrow component, ``sigma2 < sigma1``.
     """
 
-    def __init__(self, pi=0.5, sigma1=1.0, sigma2=math.exp(-6)):
+    def __init__(self, pi=0.5, sigma1=1.0, sigma2=_E_MINUS_6):
         if isinstance(pi, bool) or not isinstance(pi, int | float) or not math.isfinite(pi):
             raise ValueError(f"pi must be a finite number, got {pi!r}")
         if not 0 < pi < 1:

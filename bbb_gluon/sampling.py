@@ -64,7 +64,8 @@ def use_weights(net, posterior, weights, ctx=None):
         for key, shape, w in zip(posterior.keys, posterior.shapes, weights, strict=True):
             param = named[key]
             if tuple(w.shape) != shape:
-                raise PosteriorMismatchError(f"weight {key!r} has shape {w.shape}, expected {shape}")
+                raise PosteriorMismatchError(
+                    f"weight {key!r} has shape {w.shape}, expected {shape}")
             if w.context != ctx:
                 raise PosteriorMismatchError(f"weight {key!r} is on {w.context}, expected {ctx}")
             contexts = param.list_ctx()

@@ -16,7 +16,6 @@ single-device step.
 """
 
 import contextlib
-import csv
 import json
 import math
 import numbers
@@ -33,6 +32,7 @@ from mxnet import autograd, gluon
 from mxnet.gluon import nn
 from tqdm.auto import tqdm
 
+from . import fused
 from .data import ArrayLoader
 from .loss import BBBLoss
 from .posterior import Posterior, PosteriorMismatchError, atomic_nd_save, read_nd_file
@@ -89,6 +89,11 @@ class TrainConfig:
     seed : int, default 0
     log_every : int, default 50
         Batches between progress-bar updates (the only host syncs inside an epoch).
+    engine : {"auto", "fused", "reference"}, default "auto"
+        How a bbb step is computed: "fused" uses the compiled CPU kernels of
+        :mod:`bbb_gluon.fused`, "reference" MXNet operators with autograd through
+        :class:`BBBLoss` (same estimator, slower); "auto" takes "fused" on CPUs where the
+        kernels build. The weight noise differs between the two (each is reproducible).
     """
 
     model: str = "bbb"
@@ -113,6 +118,7 @@ class TrainConfig:
     eval_samples: int = 10
     seed: int = 0
     log_every: int = 50
+    engine: str = "auto"
 
     def __post_init__(self):
         self.hidden = tuple(self.hidden)
@@ -153,6 +159,9 @@ class TrainConfig:
             raise ValueError("the softmax likelihood needs num_outputs >= 2")
         positive_float("lr")
         positive_float("mu_scale")
+        if self.engine not in ("auto", "fused", "reference"):
+            raise ValueError(f"engine must be 'auto', 'fused' or 'reference', "
+                             f"got {self.engine!r}")
         if self.optimizer not in ("adam", "sgd"):
             raise ValueError(f"unknown optimizer {self.optimizer!r}; choose 'adam' or 'sgd'")
         if not (isinstance(self.rho_init, numbers.Real) and math.isfinite(self.rho_init)):
@@ -233,14 +242,15 @@ def bbb_step(net, posterior, loss_fn, trainer, X, y, batch_index, ctxs, samples=
 
     Returns
     -------
-    (cost, complexity) : NDArray, NDArray
-        The batch's summed cost :math:`f_i` and its weighted complexity part
-        :math:`\\pi_i C`, shape ``(1,)`` on ``ctxs[0]`` (no host sync).
+    (nll, complexity) : NDArray, NDArray or None
+        The batch's summed negative log-likelihood, and the complexity cost :math:`C`
+        (unweighted; of the first device's sample; None where the weighting skipped it),
+        shape ``(1,)`` on ``ctxs[0]`` (no host sync).
     """
     Xs = gluon.utils.split_and_load(X, ctxs, even_split=False)
     ys = gluon.utils.split_and_load(y, ctxs, even_split=False)
     batch_size = X.shape[0]
-    losses, complexities = [], []
+    losses, nlls, complexity = [], [], None
     with autograd.record():
         for k, (xb, yb) in enumerate(zip(Xs, ys, strict=True)):
             ctx = xb.context
@@ -252,11 +262,16 @@ def bbb_step(net, posterior, loss_fn, trainer, X, y, batch_index, ctxs, samples=
                     outs.append(net(xb))
             if samples == 1:
                 outs, draws = outs[0], draws[0]
-            losses.append(loss_fn(outs, yb, draws, batch_index, batch_size))
-            complexities.append(loss_fn.last_complexity)
+            loss = loss_fn(outs, yb, draws, batch_index, batch_size)
+            losses.append(loss)
+            nlls.append(loss.sum() - loss_fn.last_complexity)
+            if k == 0:
+                complexity = loss_fn.last_complexity_cost
     autograd.backward(losses)
     trainer.step(batch_size)
-    return _gather([l.sum() for l in losses], ctxs[0]), _gather(complexities, ctxs[0])
+    if complexity is not None:
+        complexity = complexity.as_in_context(ctxs[0]).reshape((1,))
+    return _gather(nlls, ctxs[0]), complexity
 
 
 def _gather(values, ctx):
@@ -507,16 +522,23 @@ def fit(config, train, valid=None, run_dir=None, ctx=None, resume=False, progres
     loader = ArrayLoader(X, y, config.batch_size, shuffle=True, seed=config.seed, ctx=ctxs[0])
     num_batches = len(loader)
     net, posterior = _build(config, ctxs)
+    fused_step = None
     if posterior is not None:
         prior = make_prior(**config.prior)
         loss_fn = BBBLoss(posterior, prior, likelihood=config.likelihood,
                           complexity=config.complexity, weighting=config.weighting,
                           num_batches=num_batches, validate=False)
         trainer = _make_trainer(config, posterior.params, ctxs)
+        if _use_fused(config, ctxs):
+            fused_step = fused.FusedBBBStep(net, posterior, trainer, prior, config.complexity,
+                                            config.likelihood, loss_fn.weight_of,
+                                            loss_fn.skip_below)
+        pi_sum = sum(loss_fn.weight_of(i) for i in range(num_batches))
     else:
         loss_fn = (gluon.loss.SigmoidBCELoss() if config.likelihood == "bernoulli"
                    else gluon.loss.SoftmaxCrossEntropyLoss())
         trainer = _make_trainer(config, net.collect_params(), ctxs)
+        pi_sum = 0.0
 
     history, start_epoch, start_batch, best = [], 0, 0, {"epoch": None, "error": None}
     partial = None
@@ -548,13 +570,14 @@ def fit(config, train, valid=None, run_dir=None, ctx=None, resume=False, progres
     with _catch_sigint() as sig:
         for epoch in range(start_epoch, config.epochs):
             skip = start_batch if epoch == start_epoch else 0
-            acc_cost = mx.nd.zeros((1,), ctx=ctxs[0])
+            # Running sums stay on the device; the host reads them every log_every batches.
+            acc_nll = mx.nd.zeros((1,), ctx=ctxs[0])
             acc_cplx = mx.nd.zeros((1,), ctx=ctxs[0])
-            seconds = 0.0
+            measured, seconds = 0, 0.0
             if skip and partial:
-                acc_cost[:] = partial["cost"]
-                acc_cplx[:] = partial["complexity"]
-                seconds = partial["seconds"]
+                acc_nll[:] = partial["nll"]
+                acc_cplx[:] = partial["complexity_sum"]
+                measured, seconds = partial["measured"], partial["seconds"]
             bar = tqdm(total=num_batches, initial=skip, desc=f"epoch {epoch + 1}/{config.epochs}",
                        disable=not progress, leave=True, dynamic_ncols=True)
             t0 = time.perf_counter()
@@ -562,22 +585,31 @@ def fit(config, train, valid=None, run_dir=None, ctx=None, resume=False, progres
             for i, (xb, yb) in enumerate(loader.epoch(epoch)):
                 if i < skip:
                     continue
+                report = (i + 1) % config.log_every == 0
                 if config.model == "dropout":
                     # mx.random's state cannot be saved; a seed per batch makes the masks
                     # a function of the position, so resuming reproduces them.
                     mx.random.seed(_batch_seed(config.seed, epoch, i))
-                if posterior is not None:
-                    cost, cplx = bbb_step(net, posterior, loss_fn, trainer, xb, yb, i, ctxs,
-                                          config.samples)
-                    acc_cplx += cplx
+                if fused_step is not None:
+                    # The complexity cost's value is only for reports: computed on the
+                    # first batch and every log_every batches (the gradient always is).
+                    nll, cplx = fused_step(xb, yb, i, config.samples,
+                                           want_complexity=report or i == skip)
+                elif posterior is not None:
+                    nll, cplx = bbb_step(net, posterior, loss_fn, trainer, xb, yb, i, ctxs,
+                                         config.samples)
                 else:
-                    cost = _plain_step(net, loss_fn, trainer, xb, yb, ctxs)
-                acc_cost += cost
+                    nll, cplx = _plain_step(net, loss_fn, trainer, xb, yb, ctxs), None
+                acc_nll += nll
+                if cplx is not None:
+                    acc_cplx += cplx
+                    measured += 1
                 batches_done += 1
-                if (i + 1) % config.log_every == 0 and progress:
-                    c, k = float(acc_cost.asscalar()), float(acc_cplx.asscalar())
-                    bar.set_postfix(cost=f"{c:.4g}", complexity=f"{k:.4g}",
-                                    likelihood=f"{c - k:.4g}", refresh=False)
+                if report and progress:
+                    n, k = float(acc_nll.asscalar()), float(acc_cplx.asscalar())
+                    kl = pi_sum * k / measured if measured else 0.0
+                    bar.set_postfix(nll=f"{n / ((i + 1) * config.batch_size):.4f}",
+                                    complexity=f"{kl:.4g}", refresh=False)
                 bar.update(1)
                 if sig["stop"] or (stop_after_batches is not None
                                    and batches_done >= stop_after_batches):
@@ -589,13 +621,16 @@ def fit(config, train, valid=None, run_dir=None, ctx=None, resume=False, progres
             if stopped_at is not None and stopped_at < num_batches:
                 interrupted = True
                 if run_dir is not None:
-                    part = {"cost": float(acc_cost.asscalar()),
-                            "complexity": float(acc_cplx.asscalar()), "seconds": seconds}
+                    part = {"nll": float(acc_nll.asscalar()),
+                            "complexity_sum": float(acc_cplx.asscalar()),
+                            "measured": measured, "seconds": seconds}
                     _save_checkpoint(latest_path, net, posterior, trainer,
                                      meta_now(epoch, stopped_at, part))
                 break
-            row = _epoch_row(epoch, acc_cost, acc_cplx, len(y), seconds, net, posterior,
-                             config, Xv, yv, ctxs[0])
+            complexity = (pi_sum * float(acc_cplx.asscalar()) / measured
+                          if posterior is not None and measured else 0.0)
+            row = _epoch_row(epoch, float(acc_nll.asscalar()), complexity, len(y), seconds,
+                             net, posterior, config, Xv, yv, ctxs[0])
             history.append(row)
             improved = Xv is not None and (best["error"] is None
                                            or row["valid_error"] < best["error"])
@@ -621,15 +656,29 @@ def fit(config, train, valid=None, run_dir=None, ctx=None, resume=False, progres
     return result
 
 
+def _use_fused(config, ctxs):
+    """Whether this run takes the fused CPU kernels (see :mod:`bbb_gluon.fused`)."""
+    if config.engine == "reference":
+        return False
+    on_cpu = all(c.device_type == "cpu" for c in ctxs)
+    if config.engine == "fused":
+        if not on_cpu:
+            raise ValueError("engine='fused' runs on CPU contexts only")
+        if not fused.available():
+            raise ValueError(f"engine='fused' but the kernels are unavailable: "
+                             f"{fused.unavailable_reason()}")
+        return True
+    return on_cpu and fused.available()
+
+
 def _batch_seed(seed, epoch, batch):
     return int(np.random.SeedSequence([seed, epoch, batch]).generate_state(1)[0] % (2**31))
 
 
-def _epoch_row(epoch, acc_cost, acc_cplx, num_examples, seconds, net, posterior, config,
+def _epoch_row(epoch, nll, complexity, num_examples, seconds, net, posterior, config,
                Xv, yv, ctx):
-    cost, cplx = float(acc_cost.asscalar()), float(acc_cplx.asscalar())
-    row = {"epoch": epoch + 1, "cost": cost, "complexity_cost": cplx,
-           "likelihood_cost": cost - cplx, "nll_per_example": (cost - cplx) / num_examples,
+    row = {"epoch": epoch + 1, "cost": nll + complexity, "complexity_cost": complexity,
+           "likelihood_cost": nll, "nll_per_example": nll / num_examples,
            "seconds": seconds}
     if Xv is not None:
         t0 = time.perf_counter()

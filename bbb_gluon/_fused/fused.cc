@@ -1,0 +1,287 @@
+// Fused CPU kernels for Bayes by Backprop, loaded into MXNet 1.9.1 with mx.library.load.
+//
+// MXNet 1.9.1 runs most elementwise operators single-threaded and one pass at a time; a
+// Bayes-by-Backprop step needs some twenty such passes over every weight. These kernels do
+// the same arithmetic in four OpenMP loops: draw the noise, sample the weights, and compute
+// the gradient (or the value) of the complexity cost by hand. bbb_gluon/fused.py builds this
+// file on first use and falls back to plain MXNet operators when it cannot.
+//
+// Ops (all float32, flat 1-D arrays of one length n):
+//   bbb_normal(like)                  -> eps       attrs seed, stream, counter, layer
+//   bbb_sample(mu, rho, eps)         -> w         w = mu + softplus(rho) * eps
+//   bbb_grad(gw, w, eps, mu, rho)    -> gmu, grho attrs kind, scale, prior parameters
+//   bbb_cost(w, eps, mu, rho)        -> (1,)      complexity cost value, same attrs
+#include <cmath>
+#include <cstdint>
+#include <cstdlib>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "mxnet/lib_api.h"
+
+using mxnet::ext::MXContext;
+using mxnet::ext::MXReturnValue;
+using mxnet::ext::MXTensor;
+using mxnet::ext::OpResource;
+using mxnet::ext::MX_SUCCESS;
+using mxnet::ext::MX_FAIL;
+using Attrs = std::unordered_map<std::string, std::string>;
+
+namespace {
+
+double attr_d(const Attrs& a, const char* k, double dflt) {
+  auto it = a.find(k);
+  return it == a.end() ? dflt : std::strtod(it->second.c_str(), nullptr);
+}
+uint64_t attr_u(const Attrs& a, const char* k) {
+  auto it = a.find(k);
+  return it == a.end() ? 0 : std::strtoull(it->second.c_str(), nullptr, 10);
+}
+
+// softplus and sigmoid from t = exp(-|x|) in (0, 1]: no overflow, and log1p(t) by its
+// series where t is small, so tiny sigmas keep full relative precision. |x| is capped at
+// 80 so t never becomes a denormal: denormal arithmetic is a hundred times slower, and
+// below e^-80 (about 1.8e-35) the values no longer matter. sigma = softplus(rho) is thus
+// held at softplus(-80) for rho < -80.
+inline float exp_neg_abs(float x) { return expf(-fminf(fabsf(x), 80.f)); }
+inline float log1p_small(float t) {
+  return t < 1e-3f ? t * (1.f - t * (0.5f - t * (1.f / 3.f))) : logf(1.f + t);
+}
+inline float softplus(float x) { return fmaxf(x, 0.f) + log1p_small(exp_neg_abs(x)); }
+inline float sigmoid(float x) {
+  float t = exp_neg_abs(x);
+  float r = 1.f / (1.f + t);
+  return x >= 0.f ? r : t * r;
+}
+
+inline uint64_t mix64(uint64_t z) {  // splitmix64's finaliser: a strong 64-bit hash
+  z += 0x9E3779B97F4A7C15ULL;
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
+  return z ^ (z >> 31);
+}
+
+enum Kind { kNone = 0, kMixture = 1, kGaussianMC = 2, kGaussianKL = 3 };
+
+struct Prior {
+  int kind;
+  double scale;    // gradient scale of the complexity cost (pi_i / batch size)
+  double pi, s1, s2, sp;
+  // scale mixture: log(e^a + e^b) = a + softplus(c - k w^2)
+  float inv_s1sq, k, c, sigmoid_coef;
+  explicit Prior(const Attrs& a) {
+    kind = static_cast<int>(attr_d(a, "kind", 0));
+    scale = attr_d(a, "scale", 0.0);
+    pi = attr_d(a, "pi", 0.5);
+    s1 = attr_d(a, "sigma1", 1.0);
+    s2 = attr_d(a, "sigma2", std::exp(-6.0));
+    sp = attr_d(a, "sigma", 1.0);
+    inv_s1sq = static_cast<float>(1.0 / (s1 * s1));
+    k = static_cast<float>(0.5 / (s2 * s2) - 0.5 / (s1 * s1));
+    c = static_cast<float>(std::log1p(-pi) - std::log(pi) + std::log(s1 / s2));
+    sigmoid_coef = 2.f * k;
+  }
+};
+
+MXReturnValue parse_n(const Attrs& attrs, int* num_in, int* num_out, int in, int out) {
+  *num_in = in;
+  *num_out = out;
+  return MX_SUCCESS;
+}
+
+MXReturnValue all_float32(const Attrs&, std::vector<int>* in_types, std::vector<int>* out_types) {
+  for (int t : *in_types)
+    if (t != mxnet::ext::kFloat32) return MX_FAIL;
+  for (auto& t : *out_types) t = mxnet::ext::kFloat32;
+  return MX_SUCCESS;
+}
+
+MXReturnValue same_shape(const Attrs&, std::vector<std::vector<unsigned int>>* in_shapes,
+                         std::vector<std::vector<unsigned int>>* out_shapes) {
+  for (auto& s : *out_shapes) s = (*in_shapes)[0];
+  return MX_SUCCESS;
+}
+
+MXReturnValue scalar_shape(const Attrs&, std::vector<std::vector<unsigned int>>* in_shapes,
+                           std::vector<std::vector<unsigned int>>* out_shapes) {
+  (*out_shapes)[0] = {1};
+  return MX_SUCCESS;
+}
+
+// ---- bbb_normal: N(0, 1) by Box-Muller from a counter-based hash -------------------
+MXReturnValue normal_forward(const Attrs& attrs, std::vector<MXTensor>* inputs,
+                             std::vector<MXTensor>* outputs, const OpResource&) {
+  float* eps = (*outputs)[0].data<float>();
+  const int64_t n = (*outputs)[0].size();
+  const uint64_t key = mix64(mix64(mix64(mix64(attr_u(attrs, "seed")) ^ attr_u(attrs, "stream")) ^
+                                   attr_u(attrs, "counter")) ^ attr_u(attrs, "layer"));
+  // Pair j fills eps[j] and eps[j + half]: contiguous stores, so the loop vectorises.
+  const int64_t half = n / 2;
+  const float two_pi = 6.28318530717958647692f;
+#pragma omp parallel for simd schedule(static)
+  for (int64_t j = 0; j < half; ++j) {
+    uint64_t h = mix64(key + static_cast<uint64_t>(j));
+    // 24-bit uniforms: u1 in (0, 1], u2 in [0, 1)
+    float u1 = static_cast<float>(static_cast<int32_t>(h >> 40) + 1) * (1.f / 16777216.f);
+    float u2 = static_cast<float>(static_cast<int32_t>((h >> 8) & 0xFFFFFFULL)) * (1.f / 16777216.f);
+    float r = sqrtf(-2.f * logf(u1));
+    // sin(a) as cos(a - pi/2): GCC would merge cos(a), sin(a) into sincosf, which has
+    // no vector variant, and the loop would run scalar.
+    eps[j] = r * cosf(two_pi * u2);
+    eps[j + half] = r * cosf(two_pi * u2 - 1.57079632679489662f);
+  }
+  if (n % 2) {
+    uint64_t h = mix64(key + static_cast<uint64_t>(half));
+    float u1 = static_cast<float>(static_cast<int32_t>(h >> 40) + 1) * (1.f / 16777216.f);
+    float u2 = static_cast<float>(static_cast<int32_t>((h >> 8) & 0xFFFFFFULL)) * (1.f / 16777216.f);
+    eps[n - 1] = sqrtf(-2.f * logf(u1)) * cosf(two_pi * u2);
+  }
+  return MX_SUCCESS;
+}
+
+// ---- bbb_sample: w = mu + softplus(rho) * eps ----------------------------------------
+MXReturnValue sample_forward(const Attrs&, std::vector<MXTensor>* inputs,
+                             std::vector<MXTensor>* outputs, const OpResource&) {
+  const float* mu = (*inputs)[0].data<float>();
+  const float* rho = (*inputs)[1].data<float>();
+  const float* eps = (*inputs)[2].data<float>();
+  float* w = (*outputs)[0].data<float>();
+  const int64_t n = (*outputs)[0].size();
+#pragma omp parallel for simd schedule(static)
+  for (int64_t i = 0; i < n; ++i) w[i] = mu[i] + softplus(rho[i]) * eps[i];
+  return MX_SUCCESS;
+}
+
+// ---- bbb_grad: gradients of  likelihood(w) + scale * complexity  w.r.t. mu and rho ----
+// With h = dL/dw + scale * d(-log P)/dw (the whole gradient reaching w):
+//   d/dmu = h,  d/drho = sigmoid(rho) * (eps * h - scale / sigma)    (Monte-Carlo cost)
+// and for the closed-form Gaussian KL (which does not depend on w):
+//   d/dmu = dL/dw + scale * mu / sp^2,
+//   d/drho = sigmoid(rho) * (eps * dL/dw + scale * (sigma / sp^2 - 1 / sigma)).
+MXReturnValue grad_forward(const Attrs& attrs, std::vector<MXTensor>* inputs,
+                           std::vector<MXTensor>* outputs, const OpResource&) {
+  const float* gw = (*inputs)[0].data<float>();
+  const float* w = (*inputs)[1].data<float>();
+  const float* eps = (*inputs)[2].data<float>();
+  const float* mu = (*inputs)[3].data<float>();
+  const float* rho = (*inputs)[4].data<float>();
+  float* gmu = (*outputs)[0].data<float>();
+  float* grho = (*outputs)[1].data<float>();
+  const int64_t n = (*outputs)[0].size();
+  const Prior p(attrs);
+  const float scale = static_cast<float>(p.scale);
+  if (p.kind == kNone || scale == 0.f) {
+#pragma omp parallel for simd schedule(static)
+    for (int64_t i = 0; i < n; ++i) {
+      gmu[i] = gw[i];
+      grho[i] = gw[i] * eps[i] * sigmoid(rho[i]);
+    }
+  } else if (p.kind == kMixture) {
+    const float ca = scale * p.inv_s1sq, cb = scale * p.sigmoid_coef, k = p.k, c = p.c;
+#pragma omp parallel for simd schedule(static)
+    for (int64_t i = 0; i < n; ++i) {
+      float wi = w[i];
+      float h = gw[i] + wi * (ca + cb * sigmoid(c - k * wi * wi));
+      float r = rho[i];
+      gmu[i] = h;
+      grho[i] = sigmoid(r) * (eps[i] * h - scale / softplus(r));
+    }
+  } else if (p.kind == kGaussianMC) {
+    const float cw = static_cast<float>(p.scale / (p.sp * p.sp));
+#pragma omp parallel for simd schedule(static)
+    for (int64_t i = 0; i < n; ++i) {
+      float h = gw[i] + cw * w[i];
+      float r = rho[i];
+      gmu[i] = h;
+      grho[i] = sigmoid(r) * (eps[i] * h - scale / softplus(r));
+    }
+  } else if (p.kind == kGaussianKL) {
+    const float inv_sp2 = static_cast<float>(1.0 / (p.sp * p.sp));
+#pragma omp parallel for simd schedule(static)
+    for (int64_t i = 0; i < n; ++i) {
+      float r = rho[i], s = softplus(r);
+      gmu[i] = gw[i] + scale * mu[i] * inv_sp2;
+      grho[i] = sigmoid(r) * (eps[i] * gw[i] + scale * (s * inv_sp2 - 1.f / s));
+    }
+  } else {
+    return MX_FAIL;
+  }
+  return MX_SUCCESS;
+}
+
+// ---- bbb_cost: the complexity cost's value (log q - log P, or the closed-form KL) ------
+MXReturnValue cost_forward(const Attrs& attrs, std::vector<MXTensor>* inputs,
+                           std::vector<MXTensor>* outputs, const OpResource&) {
+  const float* w = (*inputs)[0].data<float>();
+  const float* eps = (*inputs)[1].data<float>();
+  const float* mu = (*inputs)[2].data<float>();
+  const float* rho = (*inputs)[3].data<float>();
+  const int64_t n = (*inputs)[0].size();
+  const Prior p(attrs);
+  const double half_log_2pi = 0.91893853320467274178;
+  double total = 0.0;
+  if (p.kind == kGaussianKL) {
+    const double inv_sp2 = 1.0 / (p.sp * p.sp), log_sp = std::log(p.sp);
+#pragma omp parallel for reduction(+ : total) schedule(static)
+    for (int64_t i = 0; i < n; ++i) {
+      double s = softplus(rho[i]), m = mu[i];
+      total += log_sp - std::log(s) + 0.5 * (s * s + m * m) * inv_sp2 - 0.5;
+    }
+  } else if (p.kind == kMixture) {
+    const double wide = std::log(p.pi) - std::log(p.s1) - half_log_2pi;
+    const double k = p.k, c = p.c, inv2s1sq = 0.5 / (p.s1 * p.s1);
+#pragma omp parallel for reduction(+ : total) schedule(static)
+    for (int64_t i = 0; i < n; ++i) {
+      double wi = w[i], e = eps[i];
+      double log_q = -std::log(static_cast<double>(softplus(rho[i]))) - 0.5 * e * e -
+                     half_log_2pi;
+      double u = c - k * wi * wi;
+      double sp_u = u > 0 ? u + std::log1p(std::exp(-u)) : std::log1p(std::exp(u));
+      total += log_q - (wide - inv2s1sq * wi * wi + sp_u);
+    }
+  } else if (p.kind == kGaussianMC) {
+    const double inv2sp2 = 0.5 / (p.sp * p.sp), log_norm = std::log(p.sp) + half_log_2pi;
+#pragma omp parallel for reduction(+ : total) schedule(static)
+    for (int64_t i = 0; i < n; ++i) {
+      double wi = w[i], e = eps[i];
+      double log_q = -std::log(static_cast<double>(softplus(rho[i]))) - 0.5 * e * e -
+                     half_log_2pi;
+      total += log_q + log_norm + inv2sp2 * wi * wi;
+    }
+  }
+  (*outputs)[0].data<float>()[0] = static_cast<float>(total);
+  return MX_SUCCESS;
+}
+
+MXReturnValue parse_normal(const Attrs& a, int* i, int* o) { return parse_n(a, i, o, 1, 1); }
+MXReturnValue parse_sample(const Attrs& a, int* i, int* o) { return parse_n(a, i, o, 3, 1); }
+MXReturnValue parse_grad(const Attrs& a, int* i, int* o) { return parse_n(a, i, o, 5, 2); }
+MXReturnValue parse_cost(const Attrs& a, int* i, int* o) { return parse_n(a, i, o, 4, 1); }
+
+}  // namespace
+
+REGISTER_OP(bbb_normal)
+    .setForward(normal_forward, "cpu")
+    .setParseAttrs(parse_normal)
+    .setInferType(all_float32)
+    .setInferShape(same_shape);
+REGISTER_OP(bbb_sample)
+    .setForward(sample_forward, "cpu")
+    .setParseAttrs(parse_sample)
+    .setInferType(all_float32)
+    .setInferShape(same_shape);
+REGISTER_OP(bbb_grad)
+    .setForward(grad_forward, "cpu")
+    .setParseAttrs(parse_grad)
+    .setInferType(all_float32)
+    .setInferShape(same_shape);
+REGISTER_OP(bbb_cost)
+    .setForward(cost_forward, "cpu")
+    .setParseAttrs(parse_cost)
+    .setInferType(all_float32)
+    .setInferShape(scalar_shape);
+
+MXReturnValue initialize(int version) {
+  return version >= 10900 ? MX_SUCCESS : MX_FAIL;
+}

@@ -1,0 +1,279 @@
+"""Fused CPU kernels for the Bayes-by-Backprop step, compiled on first use.
+
+MXNet 1.9.1 runs most elementwise operators on one thread, one pass over memory each; a
+Bayes-by-Backprop step built from them needs some twenty passes over every weight, and
+``nd.random.normal`` alone costs more than three plain training steps (see
+``docs/benchmarks.md``). ``_fused/fused.cc`` does the same arithmetic in four
+OpenMP-parallel, vectorised loops, and MXNet loads it as an operator library
+(``mx.library.load``):
+
+- ``bbb_normal``: N(0, 1) noise by Box-Muller from a counter-based hash of
+  ``(seed, stream, counter, layer)``, so it is reproducible and resumable;
+- ``bbb_sample``: :math:`w = \\mu + \\mathrm{softplus}(\\rho)\\,\\epsilon`;
+- ``bbb_grad``: the gradients with respect to :math:`\\mu` and :math:`\\rho` of the
+  likelihood (given its gradient with respect to :math:`w`) plus the weighted complexity
+  cost, written out by hand (the same estimator as :class:`bbb_gluon.BBBLoss`; tests check
+  they agree);
+- ``bbb_cost``: the complexity cost's value, for reports.
+
+The library is built with the machine's C++ compiler (``$CXX`` or ``g++``) against the
+headers that ship in the MXNet wheel, cached in ``$BBB_GLUON_CACHE`` (default
+``~/.cache/bbb_gluon``) under a hash of the sources, compiler, MXNet version and CPU
+flags, and rebuilt only when one of them changes. Without a compiler, or with
+``BBB_GLUON_FUSED=0``, :func:`available` is False and training uses plain MXNet operators.
+"""
+
+import hashlib
+import os
+import shutil
+import subprocess
+import tempfile
+import threading
+import warnings
+from pathlib import Path
+
+import mxnet as mx
+
+__all__ = ["available", "unavailable_reason", "load", "prior_attrs"]
+
+_SOURCE = Path(__file__).with_name("_fused") / "fused.cc"
+_lock = threading.Lock()
+_state = {"loaded": False, "reason": None, "path": None}
+
+# Codes of the complexity kinds in fused.cc.
+KIND_NONE, KIND_MIXTURE, KIND_GAUSSIAN_MC, KIND_GAUSSIAN_KL = 0, 1, 2, 3
+
+
+def _mxnet_root():
+    return Path(mx.__file__).parent
+
+
+def _cpu_flags():
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("flags"):
+                return line
+    except OSError:
+        pass
+    return ""
+
+
+def _cache_dir():
+    root = os.environ.get("BBB_GLUON_CACHE") or os.path.join(
+        os.path.expanduser("~"), ".cache", "bbb_gluon")
+    return Path(root)
+
+
+def _build(cxx):
+    mx_root = _mxnet_root()
+    lib_api = mx_root / "src" / "lib_api.cc"
+    include = mx_root / "include"
+    if not lib_api.is_file() or not (include / "mxnet" / "lib_api.h").is_file():
+        raise RuntimeError("this MXNet wheel ships no lib_api.h/lib_api.cc")
+    version = subprocess.run([cxx, "--version"], capture_output=True, text=True,
+                             check=True).stdout.splitlines()[0]
+    key = hashlib.sha1()
+    for part in (_SOURCE.read_bytes(), lib_api.read_bytes(), mx.__version__.encode(),
+                 version.encode(), _cpu_flags().encode(), b"v1"):
+        key.update(part)
+    target = _cache_dir() / f"libbbb_fused-{key.hexdigest()[:16]}.so"
+    if target.is_file():
+        return target
+    target.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=target.parent) as tmp:
+        tmp = Path(tmp)
+        # -ffast-math lets GCC call glibc's vectorised expf/logf/cosf; it is given to the
+        # compile of our kernels only, never to the link, so crtfastmath.o (which would
+        # switch the whole process to flush-to-zero) is not linked in.
+        common = ["-std=c++17", "-fPIC", f"-I{include}"]
+        steps = [
+            [cxx, *common, "-O3", "-march=native", "-ffast-math", "-fopenmp", "-c",
+             str(_SOURCE), "-o", str(tmp / "fused.o")],
+            [cxx, *common, "-O2", "-c", str(lib_api), "-o", str(tmp / "lib_api.o")],
+            [cxx, "-shared", "-fopenmp", str(tmp / "fused.o"), str(tmp / "lib_api.o"),
+             "-o", str(tmp / "lib.so")],
+        ]
+        for cmd in steps:
+            done = subprocess.run(cmd, capture_output=True, text=True)
+            if done.returncode != 0:
+                raise RuntimeError(f"compiling the fused kernels failed: {done.stderr[-500:]}")
+        os.replace(tmp / "lib.so", target)
+    return target
+
+
+def load():
+    """Build (if needed) and load the kernels; True on success. Safe to call repeatedly."""
+    with _lock:
+        if _state["loaded"] or _state["reason"] is not None:
+            return _state["loaded"]
+        if os.environ.get("BBB_GLUON_FUSED", "1") == "0":
+            _state["reason"] = "disabled by BBB_GLUON_FUSED=0"
+            return False
+        cxx = os.environ.get("CXX") or shutil.which("g++") or shutil.which("c++")
+        if cxx is None:
+            _state["reason"] = "no C++ compiler found (install g++ or set CXX)"
+        else:
+            try:
+                path = _build(cxx)
+                mx.library.load(str(path), verbose=False)
+                _state.update(loaded=True, path=str(path))
+            except Exception as e:  # a failed build must never stop training
+                _state["reason"] = f"{type(e).__name__}: {e}"
+        if not _state["loaded"]:
+            warnings.warn(f"bbb_gluon: fused CPU kernels unavailable ({_state['reason']}); "
+                          "training uses plain MXNet operators (slower, same results)",
+                          RuntimeWarning, stacklevel=2)
+        return _state["loaded"]
+
+
+def available():
+    """Whether the fused kernels are loaded (building them on the first call)."""
+    return load()
+
+
+def unavailable_reason():
+    """Why :func:`available` is False (None if it is True or was not asked yet)."""
+    return _state["reason"]
+
+
+def prior_attrs(prior, complexity):
+    """Keyword attributes of ``bbb_grad``/``bbb_cost`` for a prior and a complexity kind."""
+    from .priors import GaussianPrior, ScaleMixturePrior
+
+    if isinstance(prior, ScaleMixturePrior) and complexity == "mc":
+        return {"kind": KIND_MIXTURE, "pi": repr(prior.pi), "sigma1": repr(prior.sigma1),
+                "sigma2": repr(prior.sigma2)}
+    if isinstance(prior, GaussianPrior):
+        kind = KIND_GAUSSIAN_KL if complexity == "kl" else KIND_GAUSSIAN_MC
+        return {"kind": kind, "sigma": repr(prior.sigma)}
+    raise ValueError(f"no fused kernel for {prior!r} with complexity {complexity!r}")
+
+
+def _mark_fresh(array):
+    """Tell ``gluon.Trainer`` this gradient is new.
+
+    The fused step writes gradients with its own kernels instead of ``backward()``, and
+    the Trainer refuses (or silently skips, with ``ignore_stale_grad``) parameters whose
+    ``_fresh_grad`` flag backward did not set. NDArray has no public setter for it.
+    """
+    array._fresh_grad = True
+
+
+class FusedBBBStep:
+    """One Bayes-by-Backprop update with the fused kernels (CPU contexts only).
+
+    Same estimator as ``BBBLoss`` + ``backward`` + ``Trainer.step``: for each device the
+    weights are sampled, the network's likelihood gradient with respect to them comes from
+    autograd (the weights are marked as leaves), and the gradients with respect to
+    :math:`\\mu` and :math:`\\rho`, complexity cost included, come from ``bbb_grad``.
+
+    Parameters
+    ----------
+    net, posterior, trainer
+    prior : Prior
+    complexity : {"mc", "kl"}
+    likelihood : {"softmax", "bernoulli"}
+    weight_of : callable
+        ``batch_index -> pi_i``.
+    skip_below : float
+        As in ``BBBLoss``: a ``pi_i`` at or below it contributes no complexity gradient.
+    """
+
+    def __init__(self, net, posterior, trainer, prior, complexity, likelihood, weight_of,
+                 skip_below=2.0**-60):
+        if not load():
+            raise RuntimeError(f"fused kernels unavailable: {unavailable_reason()}")
+        if any(c.device_type != "cpu" for c in posterior.contexts):
+            raise ValueError("the fused kernels run on CPU contexts only")
+        self.net, self.posterior, self.trainer = net, posterior, trainer
+        self.attrs = prior_attrs(prior, complexity)
+        self.weight_of = weight_of
+        self.skip_below = skip_below
+        if likelihood == "bernoulli":
+            self.nll = mx.gluon.loss.SigmoidBCELoss()
+        else:
+            self.nll = mx.gluon.loss.SoftmaxCrossEntropyLoss()
+        self.likelihood = likelihood
+        self._buffers = {}
+
+    def _grad_buffers(self, ctx):
+        if ctx not in self._buffers:
+            self._buffers[ctx] = (
+                [mx.nd.zeros(s, ctx=ctx) for s in self.posterior.shapes],
+                [mx.nd.zeros(s, ctx=ctx) for s in self.posterior.shapes],
+                [mx.nd.zeros(s, ctx=ctx) for s in self.posterior.shapes])
+        return self._buffers[ctx]
+
+    def noise(self, ctx, stream):
+        """Fresh per-layer noise on ``ctx`` from the posterior's noise counters."""
+        counter = self.posterior.noise.advance(stream)
+        seed = self.posterior.noise.seed
+        return [mx.nd.bbb_normal(mu, seed=seed, stream=stream, counter=counter, layer=k)
+                for k, mu in enumerate(self.posterior.mu(ctx))]
+
+    def __call__(self, X, y, batch_index, samples=1, eps=None, want_complexity=False):
+        """Update on batch ``(X, y)``; returns ``(nll_sum, complexity)`` as NDArrays of
+        shape (1,) on the first context (``complexity`` is the unweighted cost :math:`C`
+        of the first device's first sample, computed only if ``want_complexity``, else
+        None).
+
+        ``eps[k][s]``: per-layer noise (list of arrays) for device ``k``, sample ``s``.
+        """
+        ctxs = self.posterior.contexts
+        Xs = mx.gluon.utils.split_and_load(X, ctxs, even_split=False)
+        ys = mx.gluon.utils.split_and_load(y, ctxs, even_split=False)
+        batch_size = X.shape[0]
+        pi = self.weight_of(batch_index)
+        nll_sums, complexities = [], []
+        for k, (xb, yb) in enumerate(zip(Xs, ys, strict=True)):
+            ctx = xb.context
+            mus, rhos = self.posterior.mu(ctx), self.posterior.rho(ctx)
+            scale = pi * xb.shape[0] / batch_size if pi > self.skip_below else 0.0
+            gws, tmp_mu, tmp_rho = self._grad_buffers(ctx)
+            params_mu = [p.grad(ctx) for p in self.posterior._mu]
+            params_rho = [p.grad(ctx) for p in self.posterior._rho]
+            for s in range(samples):
+                noise = self.noise(ctx, k) if eps is None else \
+                    [e.as_in_context(ctx) for e in eps[k][s]]
+                ws = [mx.nd.bbb_sample(m, r, e) for m, r, e in zip(mus, rhos, noise, strict=True)]
+                mx.autograd.mark_variables(ws, gws)
+                with mx.autograd.record():
+                    with _use_weights(self.net, self.posterior, ws, ctx):
+                        out = self.net(xb)
+                    nll = self.nll(out, yb)
+                nll.backward()
+                nll_sums.append(nll.sum().as_in_context(ctxs[0]) / samples)
+                targets_mu = params_mu if s == 0 else tmp_mu
+                targets_rho = params_rho if s == 0 else tmp_rho
+                for gw, w, e, m, r, gm, gr in zip(gws, ws, noise, mus, rhos, targets_mu,
+                                                  targets_rho, strict=True):
+                    mx.nd.bbb_grad(gw, w, e, m, r, scale=repr(scale), out=[gm, gr],
+                                   **self.attrs)
+                if s > 0:
+                    for gm, gr, tm, tr in zip(params_mu, params_rho, tmp_mu, tmp_rho,
+                                              strict=True):
+                        gm += tm
+                        gr += tr
+                if want_complexity and k == 0 and s == 0:
+                    cost = None
+                    for w, e, m, r in zip(ws, noise, mus, rhos, strict=True):
+                        c = mx.nd.bbb_cost(w, e, m, r, **self.attrs)
+                        cost = c if cost is None else cost + c
+                    complexities.append(cost)
+            if samples > 1:
+                for g in params_mu + params_rho:
+                    g /= samples
+        for p in list(self.posterior._mu) + list(self.posterior._rho):
+            for data in p.list_data():
+                _mark_fresh(data)
+        self.trainer.step(batch_size)
+        total = nll_sums[0]
+        for v in nll_sums[1:]:
+            total = total + v
+        return total.reshape((1,)), (complexities[0] if complexities else None)
+
+
+def _use_weights(net, posterior, ws, ctx):
+    from .sampling import use_weights
+
+    return use_weights(net, posterior, ws, ctx)
