@@ -8,7 +8,9 @@ on the device and reach the host once, at the end.
 import mxnet as mx
 import numpy as np
 from mxnet import autograd
+from mxnet.gluon import nn
 
+from . import fused
 from .sampling import use_means, use_weights
 
 __all__ = ["predict_proba", "predict_samples", "error_rate", "PREDICTION_STREAM"]
@@ -74,18 +76,94 @@ def predict_proba(net, X, posterior=None, num_samples=0, batch_size=1000, ctx=No
         with use_means(net, posterior, ctx):
             chunks = [_probs(net(xb), likelihood) for xb in _batches(X, batch_size, ctx)]
     else:
-        batches = list(_batches(X, batch_size, ctx))
-        acc = [None] * len(batches)
-        with autograd.pause():
+        chunks = _mc_mean(net, posterior, X, num_samples, batch_size, ctx, likelihood)
+    return mx.nd.concat(*chunks, dim=0).asnumpy()
+
+
+def _draw_weights(posterior, ctx):
+    """One weight sample (list of arrays) for prediction, on its own noise stream.
+
+    With the fused kernels the noise comes from ``bbb_normal`` (about ten times cheaper
+    than NumPy's generator here); otherwise from ``posterior.sample``.
+    """
+    if ctx.device_type == "cpu" and fused.available():
+        counter = posterior.noise.advance(PREDICTION_STREAM)
+        seed = posterior.noise.seed
+        return [mx.nd.bbb_sample(m, r, mx.nd.bbb_normal(m, seed=seed, stream=PREDICTION_STREAM,
+                                                        counter=counter, layer=k))
+                for k, (m, r) in enumerate(zip(posterior.mu(ctx), posterior.rho(ctx),
+                                               strict=True))]
+    return posterior.sample(ctx, stream=PREDICTION_STREAM).weights
+
+
+def _first_dense(net, posterior):
+    """``(first_layer, rest)`` when ``net`` is a Sequential starting with a Dense layer whose
+    parameters are the posterior's first ones; else None."""
+    if not isinstance(net, nn.Sequential | nn.HybridSequential) or len(net) < 2:
+        return None
+    first = net[0]
+    if not isinstance(first, nn.Dense) or posterior.keys[:1] != ["0.weight"]:
+        return None
+    rest = net[1:]
+    if net._active:
+        rest.hybridize()
+    return first, rest
+
+
+def _mc_mean(net, posterior, X, num_samples, batch_size, ctx, likelihood):
+    """Monte-Carlo predictive mean, one NDArray chunk per batch.
+
+    The first layer's input is the same for every weight sample, so its pre-activations
+    are drawn directly (the local reparameterisation of Kingma et al. 2015): for one
+    example they are independent Gaussians with mean :math:`x\\mu^T` and variance
+    :math:`x^2 (\\sigma^2)^T`, both computed once for all samples; each sample then
+    costs one normal draw per hidden unit instead of a 784-wide matrix product. The
+    predictive of every example has exactly the distribution it has with sampled weights
+    (examples are never mixed in a prediction). Later layers use sampled weights.
+    """
+    batches = list(_batches(X, batch_size, ctx))
+    acc = [None] * len(batches)
+    split = _first_dense(net, posterior)
+    with autograd.pause(), autograd.predict_mode():
+        if split is not None:
+            first, rest = split
+            mu, sigma = posterior.mu(ctx), posterior.sigma(ctx)
+            has_bias = len(posterior.keys) > 1 and posterior.keys[1] == "0.bias"
+            units = posterior.shapes[0][0]
+            moments = []
+            for xb in batches:
+                args = dict(num_hidden=units, no_bias=not has_bias)
+                mean = mx.nd.FullyConnected(xb, mu[0], *(mu[1:2] if has_bias else []), **args)
+                var = mx.nd.FullyConnected(mx.nd.square(xb), mx.nd.square(sigma[0]),
+                                           *([mx.nd.square(sigma[1])] if has_bias else []),
+                                           **args)
+                moments.append((mean, mx.nd.sqrt(var)))
+            use_fused = ctx.device_type == "cpu" and fused.available()
+            rng = np.random.default_rng([posterior.seed, PREDICTION_STREAM])
             for _ in range(num_samples):
-                # A stream of its own, so evaluating never shifts the training noise.
-                sample = posterior.sample(ctx, stream=PREDICTION_STREAM)
-                with use_weights(net, posterior, sample.weights, ctx):
+                weights = _draw_weights(posterior, ctx)
+                counter = posterior.noise.advance(PREDICTION_STREAM)
+                with use_weights(net, posterior, weights, ctx):
+                    for i, (mean, std) in enumerate(moments):
+                        if use_fused:
+                            zeta = mx.nd.bbb_normal(mean, seed=posterior.noise.seed,
+                                                    stream=PREDICTION_STREAM, counter=counter,
+                                                    layer=1000 + i)
+                        else:
+                            zeta = mx.nd.array(rng.standard_normal(mean.shape,
+                                                                   dtype=np.float32), ctx=ctx)
+                        hidden = mean + std * zeta
+                        if first.act is not None:
+                            hidden = first.act(hidden)
+                        p = _probs(rest(hidden), likelihood)
+                        acc[i] = p if acc[i] is None else acc[i] + p
+        else:
+            for _ in range(num_samples):
+                with use_weights(net, posterior, _draw_weights(posterior, ctx), ctx):
                     for i, xb in enumerate(batches):
                         p = _probs(net(xb), likelihood)
                         acc[i] = p if acc[i] is None else acc[i] + p
-        chunks = [a / num_samples for a in acc]
-    return mx.nd.concat(*chunks, dim=0).asnumpy()
+    return [a / num_samples for a in acc]
 
 
 def predict_samples(net, posterior, X, num_samples, batch_size=1000, ctx=None,
@@ -105,8 +183,7 @@ def predict_samples(net, posterior, X, num_samples, batch_size=1000, ctx=None,
     per_sample = []
     with autograd.pause():
         for _ in range(num_samples):
-            sample = posterior.sample(ctx, stream=PREDICTION_STREAM)
-            with use_weights(net, posterior, sample.weights, ctx):
+            with use_weights(net, posterior, _draw_weights(posterior, ctx), ctx):
                 per_sample.append(mx.nd.concat(*[_probs(net(xb), likelihood)
                                                  for xb in batches], dim=0))
     return mx.nd.stack(*per_sample).asnumpy()

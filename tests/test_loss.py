@@ -29,7 +29,8 @@ from bbb_gluon import (
     use_weights,
 )
 
-CONTEXTS = [mx.cpu(0), mx.cpu(1)]
+CPU0 = mx.cpu(0)
+CONTEXTS = [CPU0, mx.cpu(1)]
 CTX_IDS = ["cpu0", "cpu1"]
 HALF_LOG_2PI = 0.5 * math.log(2 * math.pi)
 SIGMA2 = math.exp(-6)
@@ -38,7 +39,7 @@ SIGMA2 = math.exp(-6)
 # --------------------------------------------------------------------------- helpers
 
 
-def make_net(units=(2, 3, 2), ctx=mx.cpu(0), activation="tanh", hybridize=False):
+def make_net(units=(2, 3, 2), ctx=CPU0, activation="tanh", hybridize=False):
     net = nn.HybridSequential()
     with net.name_scope():
         for i, (n_in, n_out) in enumerate(zip(units[:-1], units[1:], strict=True)):
@@ -247,7 +248,8 @@ def test_complexity_weight_bad_arguments(args):
         complexity_weight(*args)
 
 
-@pytest.mark.xfail(strict=True, reason="BUG: blundell_weights(0) and blundell_weights(-1) "
+@pytest.mark.xfail(strict=True, raises=pytest.fail.Exception,
+                   reason="BUG: blundell_weights(0) and blundell_weights(-1) "
                    "return [] instead of raising ValueError (the range is empty, so "
                    "complexity_weight's num_batches check never runs)")
 @pytest.mark.parametrize("num_batches", [0, -1])
@@ -256,7 +258,8 @@ def test_blundell_weights_bad_num_batches(num_batches):
         blundell_weights(num_batches)
 
 
-@pytest.mark.xfail(strict=True, reason="BUG: complexity_weight rejects NumPy integers "
+@pytest.mark.xfail(strict=True, raises=ValueError,
+                   reason="BUG: complexity_weight rejects NumPy integers "
                    "(isinstance(..., int)) with the misleading message 'batch_index must lie "
                    "in [0, 10), got 2'")
 def test_complexity_weight_accepts_numpy_integers():
@@ -425,7 +428,8 @@ def test_loss_several_samples_average():
         loss(outs, y, samples[:2], 3)
 
 
-@pytest.mark.xfail(strict=True, reason="BUG: BBBLoss(weight=...) only scales the likelihood "
+@pytest.mark.xfail(strict=True, raises=AssertionError,
+                   reason="BUG: BBBLoss(weight=...) only scales the likelihood "
                    "term, not the complexity share, although the docstring calls it the "
                    "'global scalar weight, as in every Gluon loss'")
 def test_global_weight_scales_the_whole_loss():
@@ -613,7 +617,8 @@ def test_constructor_errors(small, kwargs, error, match):
         BBBLoss(post, **kwargs)
 
 
-@pytest.mark.xfail(strict=True, reason="BUG: BBBLoss(num_batches=0) is accepted and behaves as "
+@pytest.mark.xfail(strict=True, raises=pytest.fail.Exception,
+                   reason="BUG: BBBLoss(num_batches=0) is accepted and behaves as "
                    "num_batches=1 (pi = 1): __init__ validates with `num_batches or 1` and "
                    "weight_of uses `self.num_batches or 1`")
 @pytest.mark.parametrize("weighting", ["uniform", "blundell"])
@@ -628,7 +633,8 @@ def test_constant_weighting_needs_no_num_batches(small):
     assert loss.weight_of(12345) == 0.01
 
 
-@pytest.mark.xfail(strict=True, reason="BUG: BBBLoss(likelihood='gaussian', noise_sigma=None) "
+@pytest.mark.xfail(strict=True, raises=TypeError,
+                   reason="BUG: BBBLoss(likelihood='gaussian', noise_sigma=None) "
                    "fails on every call: noise_rho is a registered Parameter, so "
                    "HybridBlock.forward passes it to hybrid_forward as a keyword as well as "
                    "positionally -> TypeError 'got multiple values for argument noise_rho'")

@@ -15,12 +15,13 @@ from mxnet.gluon import nn
 
 from bbb_gluon import Posterior, PosteriorMismatchError, WeightSample, dense_parameters, ops
 
-CONTEXTS = [mx.cpu(0), mx.cpu(1)]
+CPU0 = mx.cpu(0)
+CONTEXTS = [CPU0, mx.cpu(1)]
 CTX_IDS = ["cpu0", "cpu1"]
 HALF_LOG_2PI = 0.5 * math.log(2 * math.pi)
 
 
-def make_net(units=(2, 3, 2), ctx=mx.cpu(0), block=nn.HybridSequential, activation="tanh"):
+def make_net(units=(2, 3, 2), ctx=CPU0, block=nn.HybridSequential, activation="tanh"):
     net = block()
     with net.name_scope():
         for i, (n_in, n_out) in enumerate(zip(units[:-1], units[1:], strict=True)):

@@ -22,7 +22,8 @@ from mxnet import autograd
 
 from bbb_gluon import GaussianPrior, Prior, ScaleMixturePrior, make_prior
 
-CONTEXTS = [mx.cpu(0), mx.cpu(1)]
+CPU0 = mx.cpu(0)
+CONTEXTS = [CPU0, mx.cpu(1)]
 CTX_IDS = ["cpu0", "cpu1"]
 HALF_LOG_2PI = 0.5 * math.log(2 * math.pi)
 RTOL = 1e-4
@@ -55,7 +56,7 @@ def mixture_grad64(w, pi, sigma1, sigma2):
     return -(r1 * w / sigma1**2 + r2 * w / sigma2**2)
 
 
-def _log_prob_and_grad(prior, w32, ctx=mx.cpu(0)):
+def _log_prob_and_grad(prior, w32, ctx=CPU0):
     wa = mx.nd.array(w32, ctx=ctx, dtype=np.float32)
     wa.attach_grad()
     with autograd.record():
@@ -66,7 +67,7 @@ def _log_prob_and_grad(prior, w32, ctx=mx.cpu(0)):
     return float(lp.asscalar()), wa.grad.asnumpy().astype(np.float64)
 
 
-def _check(prior, w32, ref_fn, grad_fn, ctx=mx.cpu(0)):
+def _check(prior, w32, ref_fn, grad_fn, ctx=CPU0):
     w64 = np.asarray(w32, dtype=np.float32).astype(np.float64)
     got, grad = _log_prob_and_grad(prior, w32, ctx)
     ref = float(ref_fn(w64).sum())

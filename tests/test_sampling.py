@@ -15,7 +15,8 @@ from mxnet.gluon import nn
 
 from bbb_gluon import Posterior, PosteriorMismatchError, dense_parameters, use_means, use_weights
 
-CONTEXTS = [mx.cpu(0), mx.cpu(1)]
+CPU0 = mx.cpu(0)
+CONTEXTS = [CPU0, mx.cpu(1)]
 CTX_IDS = ["cpu0", "cpu1"]
 BLOCKS = [nn.Sequential, nn.HybridSequential]
 HYBRID = [None, "plain", "static"]
@@ -23,7 +24,7 @@ HYBRID = [None, "plain", "static"]
 pytestmark = pytest.mark.filterwarnings("ignore:All children of this Sequential:UserWarning")
 
 
-def make_net(units=(3, 4, 2), ctx=mx.cpu(0), block=nn.HybridSequential, hybrid=None):
+def make_net(units=(3, 4, 2), ctx=CPU0, block=nn.HybridSequential, hybrid=None):
     net = block()
     with net.name_scope():
         net.add(nn.Dense(units[1], in_units=units[0], activation="tanh"))

@@ -1,0 +1,654 @@
+"""Tests for bbb_gluon.training: the fit loop, its run folder, resuming, data parallelism.
+
+All runs use small real-MNIST subsets and small networks so that the file runs in well
+under two minutes on two cores. Resumed and uninterrupted runs are compared exactly for
+the errors and within float32 accumulation tolerance (rel 1e-5) for the costs.
+"""
+
+import csv
+import json
+import math
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import mxnet as mx
+import numpy as np
+import pytest
+from mxnet import gluon
+from mxnet.gluon import nn
+
+from bbb_gluon.data import load_dataset
+from bbb_gluon.loss import BBBLoss, complexity_cost
+from bbb_gluon.posterior import Posterior
+from bbb_gluon.prediction import error_rate, predict_proba
+from bbb_gluon.priors import make_prior
+from bbb_gluon.training import (
+    CheckpointError,
+    TrainConfig,
+    TrainingInterrupted,
+    bbb_step,
+    build_mlp,
+    fit,
+    load_run,
+)
+
+DOCUMENTED_KEYS = ("cost", "complexity_cost", "likelihood_cost", "valid_error",
+                   "valid_error_mc", "seconds")
+COST_KEYS = ("cost", "complexity_cost", "likelihood_cost", "nll_per_example")
+EXACT_KEYS = ("epoch", "valid_error", "valid_error_mc")
+
+# fit(resume=True) and load_run(which="latest") give the "__trainer__" entry of
+# latest.params (the optimiser state) to _set_model_arrays along with the weights, and it
+# rejects every latest checkpoint as "another architecture".
+RESUME_BUG = pytest.mark.xfail(
+    strict=True, raises=CheckpointError,
+    reason="package bug: every latest.params is rejected as 'parameters of another "
+           "architecture' because the '__trainer__' entry is not removed before "
+           "_set_model_arrays (training.fit resume / load_run 'latest')")
+
+
+# --------------------------------------------------------------------------- helpers
+
+
+@pytest.fixture(scope="module")
+def mnist_2000(data_root):
+    """2000 train / 2000 validation real MNIST images."""
+    return load_dataset("mnist", root=data_root, subset=2000)
+
+
+@pytest.fixture(scope="module")
+def mnist_300(data_root):
+    """300 train / 300 validation images: about 0.1 s per epoch for a 32-unit net."""
+    return load_dataset("mnist", root=data_root, subset=300, num_valid=300)
+
+
+def tiny(model="bbb", **kw):
+    base = dict(model=model, hidden=(32,), epochs=2, batch_size=64, eval_samples=2, seed=0)
+    base.update(kw)
+    return TrainConfig(**base)
+
+
+def snapshot(folder):
+    """Every file under ``folder``: its bytes and modification time."""
+    folder = Path(folder)
+    return {str(p.relative_to(folder)): (p.read_bytes(), p.stat().st_mtime_ns)
+            for p in sorted(folder.rglob("*")) if p.is_file()}
+
+
+def assert_same_history(actual, expected):
+    assert len(actual) == len(expected)
+    for a, e in zip(actual, expected, strict=True):
+        for key in EXACT_KEYS:
+            assert a.get(key) == e.get(key), (key, a, e)
+        for key in COST_KEYS:
+            assert a[key] == pytest.approx(e[key], rel=1e-5, abs=1e-6), (key, a, e)
+
+
+def net_arrays(result):
+    """The trained parameters (posterior mu and rho, or the network's weights)."""
+    if result.posterior is not None:
+        return [a.asnumpy() for a in result.posterior.mu() + result.posterior.rho()]
+    return [p.data(p.list_ctx()[0]).asnumpy()
+            for p in result.net._collect_params_with_prefix().values()]
+
+
+def assert_same_params(a, b, rtol=1e-5, atol=1e-7):
+    arrays_a, arrays_b = net_arrays(a), net_arrays(b)
+    assert len(arrays_a) == len(arrays_b)
+    for x, y in zip(arrays_a, arrays_b, strict=True):
+        np.testing.assert_allclose(x, y, rtol=rtol, atol=atol)
+
+
+def no_temp_files(run_dir):
+    return [p.name for p in Path(run_dir).rglob(".tmp-*")]
+
+
+# --------------------------------------------------------------------------- a real run
+
+
+@pytest.mark.parametrize("model, bound", [("bbb", 0.35), ("plain", 0.25), ("dropout", 0.35)])
+def test_two_epochs_on_mnist_subset(mnist_2000, tmp_path, model, bound):
+    config = TrainConfig(model=model, hidden=(64,), epochs=2, batch_size=32, lr=3e-3,
+                         eval_samples=2, seed=0)
+    run_dir = tmp_path / "run"
+    result = fit(config, mnist_2000.train, mnist_2000.valid, run_dir=run_dir, progress=False)
+    history = result.history
+
+    assert [row["epoch"] for row in history] == [1, 2]
+    for row in history:
+        assert set(DOCUMENTED_KEYS) <= set(row)
+        for key in COST_KEYS + ("seconds",):
+            assert math.isfinite(row[key]), (key, row)
+        assert row["cost"] == pytest.approx(row["complexity_cost"] + row["likelihood_cost"],
+                                            rel=1e-6)
+        assert row["nll_per_example"] == pytest.approx(row["likelihood_cost"] / 2000, rel=1e-6)
+        assert 0 <= row["valid_error"] <= 1
+        if model == "bbb":
+            assert row["complexity_cost"] > 0
+            assert 0 <= row["valid_error_mc"] <= 1
+        else:
+            assert row["complexity_cost"] == 0
+            assert row["valid_error_mc"] is None
+    # It learnt something: MNIST chance error is 0.9.
+    assert history[-1]["valid_error"] < bound
+    assert history[-1]["likelihood_cost"] < history[0]["likelihood_cost"]
+    if model == "bbb":
+        assert history[-1]["valid_error_mc"] < bound
+
+    # The run folder.
+    assert result.run_dir == os.fspath(run_dir)
+    assert (run_dir / "checkpoints" / "best.params").is_file()
+    assert (run_dir / "checkpoints" / "latest.params").is_file()
+    assert no_temp_files(run_dir) == []
+    stored = json.loads((run_dir / "config.json").read_text())
+    assert stored["train"] == config.to_dict()
+    assert json.loads((run_dir / "history.json").read_text()) == history
+    with open(run_dir / "history.csv", newline="") as f:
+        reader = csv.DictReader(f)
+        assert reader.fieldnames == list(history[0])
+        rows = list(reader)
+    assert len(rows) == len(history)
+    for csv_row, row in zip(rows, history, strict=True):
+        for key, value in row.items():
+            if value is None:
+                assert csv_row[key] == ""
+            else:
+                assert float(csv_row[key]) == pytest.approx(value, rel=1e-12), key
+
+    # best.params holds the epoch with the lowest validation error, and reproduces it.
+    errors = [row["valid_error"] for row in history]
+    assert result.best_epoch == int(np.argmin(errors)) + 1
+    net, posterior, loaded_config, meta = load_run(run_dir, "best")
+    assert loaded_config.to_dict() == config.to_dict()
+    assert meta["best"]["epoch"] == result.best_epoch
+    Xv, yv = mnist_2000.valid
+    probs = predict_proba(net, Xv, posterior, 0)
+    assert error_rate(probs, yv) == errors[result.best_epoch - 1]
+    assert (posterior is None) == (model != "bbb")
+
+
+def test_history_complexity_cost_is_the_weighted_complexity(mnist_300):
+    """With the uniform weighting (pi_i = 1/M, summing to 1 over an epoch) the epoch's
+    complexity cost sum_i pi_i C_i is about C of the posterior at the end of the epoch
+    (C changes by a few percent per epoch in this run)."""
+    config = tiny("bbb", batch_size=32, epochs=2, eval_samples=0)
+    result = fit(config, mnist_300.train, mnist_300.valid, progress=False)
+    prior = make_prior(**config.prior)
+    post = result.posterior
+    estimates = [float(complexity_cost(post.sample(), post, prior, "mc").asscalar())
+                 for _ in range(5)]
+    assert result.history[-1]["complexity_cost"] == pytest.approx(np.mean(estimates), rel=0.1)
+
+
+def test_fit_without_run_dir_or_validation(mnist_300):
+    result = fit(tiny("plain", epochs=1), mnist_300.train, progress=False)
+    assert result.run_dir is None
+    assert len(result.history) == 1
+    assert "valid_error" not in result.history[0]
+    assert result.best_epoch == 1
+    assert not result.interrupted
+
+
+# --------------------------------------------------------------------------- resuming
+
+
+@RESUME_BUG
+@pytest.mark.parametrize("model", ["bbb", "dropout"])
+def test_resume_after_an_epoch_matches_uninterrupted_run(mnist_300, tmp_path, model):
+    full = fit(tiny(model), mnist_300.train, mnist_300.valid, run_dir=tmp_path / "a",
+               progress=False)
+    first = fit(tiny(model, epochs=1), mnist_300.train, mnist_300.valid,
+                run_dir=tmp_path / "b", progress=False)
+    assert len(first.history) == 1
+    resumed = fit(tiny(model), mnist_300.train, mnist_300.valid, run_dir=tmp_path / "b",
+                  resume=True, progress=False)
+    assert_same_history(resumed.history, full.history)
+    assert_same_history(json.loads((tmp_path / "b" / "history.json").read_text()),
+                        full.history)
+    assert_same_params(resumed, full)
+
+
+@pytest.mark.parametrize("model", ["bbb", "dropout"])
+@pytest.mark.parametrize("stop", [3, 5, 7], ids=["mid-epoch1", "end-epoch1", "mid-epoch2"])
+def test_stop_after_batches_saves_a_checkpoint(mnist_300, tmp_path, model, stop):
+    run_dir = tmp_path / "run"
+    num_batches = 5  # 300 examples, batches of 64
+    with pytest.raises(TrainingInterrupted) as info:
+        fit(tiny(model), mnist_300.train, mnist_300.valid, run_dir=run_dir, progress=False,
+            stop_after_batches=stop)
+    result = info.value.result
+    assert result.interrupted
+    assert str(run_dir) in str(info.value)
+    assert len(result.history) == stop // num_batches
+    assert (run_dir / "checkpoints" / "latest.params").is_file()
+    if result.history:
+        assert json.loads((run_dir / "history.json").read_text()) == result.history
+    assert no_temp_files(run_dir) == []
+
+
+@RESUME_BUG
+@pytest.mark.parametrize("model", ["bbb", "dropout"])
+@pytest.mark.parametrize("stop", [3, 5, 7], ids=["mid-epoch1", "end-epoch1", "mid-epoch2"])
+def test_resume_after_stop_after_batches_matches_uninterrupted_run(mnist_300, tmp_path,
+                                                                   model, stop):
+    full = fit(tiny(model), mnist_300.train, mnist_300.valid, progress=False)
+    run_dir = tmp_path / "run"
+    with pytest.raises(TrainingInterrupted):
+        fit(tiny(model), mnist_300.train, mnist_300.valid, run_dir=run_dir, progress=False,
+            stop_after_batches=stop)
+    resumed = fit(tiny(model), mnist_300.train, mnist_300.valid, run_dir=run_dir,
+                  resume=True, progress=False)
+    assert not resumed.interrupted
+    assert_same_history(resumed.history, full.history)
+    assert_same_params(resumed, full)
+
+
+_KILL_SCRIPT = """
+import json, sys
+from bbb_gluon.data import load_dataset
+from bbb_gluon.training import TrainConfig, fit
+root, run_dir, config = sys.argv[1], sys.argv[2], json.loads(sys.argv[3])
+splits = load_dataset("mnist", root=root, subset=300, num_valid=300)
+fit(TrainConfig(**config), splits.train, splits.valid, run_dir=run_dir, progress=False)
+"""
+
+
+def _wait_for_first_epoch(proc, history_path, timeout=180.0):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            return False
+        try:
+            if len(json.loads(history_path.read_text())) >= 1:
+                return True
+        except (FileNotFoundError, ValueError):
+            pass
+        time.sleep(0.01)
+    return False
+
+
+@RESUME_BUG
+def test_sigkill_mid_epoch_then_resume(data_root, mnist_300, tmp_path):
+    config = tiny("bbb", epochs=20, batch_size=32)
+    run_dir = tmp_path / "run"
+    with open(tmp_path / "stderr.txt", "wb") as err:
+        proc = subprocess.Popen(
+            [sys.executable, "-c", _KILL_SCRIPT, str(data_root), str(run_dir),
+             json.dumps(config.to_dict())], stdout=subprocess.DEVNULL, stderr=err)
+        try:
+            started = _wait_for_first_epoch(proc, run_dir / "history.json")
+            # latest.params and history.json are written after an epoch: a short pause
+            # puts the kill inside a later one (~0.15 s each).
+            time.sleep(0.03)
+            proc.kill()
+        finally:
+            proc.kill()
+            proc.wait(60)
+    assert started, (tmp_path / "stderr.txt").read_text()
+    assert proc.returncode == -signal.SIGKILL  # killed, not finished
+
+    net, posterior, stored, meta = load_run(run_dir, "latest")
+    assert stored.to_dict() == config.to_dict()
+    assert 1 <= meta["epoch"] < config.epochs
+    assert posterior is not None
+
+    resumed = fit(config, mnist_300.train, mnist_300.valid, run_dir=run_dir, resume=True,
+                  progress=False)
+    assert [row["epoch"] for row in resumed.history] == list(range(1, 21))
+    full = fit(config, mnist_300.train, mnist_300.valid, progress=False)
+    assert_same_history(resumed.history, full.history)
+
+
+# --------------------------------------------------------------------------- bad run folders
+
+
+@pytest.fixture
+def finished_run(mnist_300, tmp_path):
+    run_dir = tmp_path / "run"
+    fit(tiny("plain", epochs=1), mnist_300.train, mnist_300.valid, run_dir=run_dir,
+        progress=False)
+    return run_dir
+
+
+def _corrupt_random(path):
+    path.write_bytes(np.random.default_rng(0).bytes(4096))
+
+
+def _corrupt_truncate(path):
+    data = path.read_bytes()
+    path.write_bytes(data[: len(data) // 2])
+
+
+def _corrupt_empty(path):
+    path.write_bytes(b"")
+
+
+def _corrupt_other_params(path):
+    net = build_mlp((32,))
+    net.initialize()
+    net.save_parameters(str(path))
+
+
+@pytest.mark.parametrize("corrupt", [_corrupt_random, _corrupt_truncate, _corrupt_empty,
+                                     _corrupt_other_params],
+                         ids=["random-bytes", "truncated", "empty", "plain-params-file"])
+def test_corrupt_latest_checkpoint(mnist_300, finished_run, corrupt):
+    latest = finished_run / "checkpoints" / "latest.params"
+    corrupt(latest)
+    before = snapshot(finished_run)
+    with pytest.raises(CheckpointError, match=str(latest)):
+        fit(tiny("plain", epochs=2), mnist_300.train, mnist_300.valid, run_dir=finished_run,
+            resume=True, progress=False)
+    with pytest.raises(CheckpointError, match=str(latest)):
+        load_run(finished_run, "latest")
+    assert snapshot(finished_run) == before  # the corrupt file is kept, nothing written
+
+
+@pytest.mark.parametrize("change, field", [({"hidden": (16,)}, "hidden"),
+                                           ({"hidden": (32, 32)}, "hidden"),
+                                           ({"model": "bbb"}, "model"),
+                                           ({"activation": "tanh"}, "activation")])
+def test_resume_with_another_architecture(mnist_300, finished_run, change, field):
+    before = snapshot(finished_run)
+    with pytest.raises(CheckpointError, match=field):
+        fit(tiny(**{"model": "plain", "epochs": 2, **change}), mnist_300.train, mnist_300.valid,
+            run_dir=finished_run, resume=True, progress=False)
+    assert snapshot(finished_run) == before
+
+
+def test_fit_into_an_existing_run_without_resume(mnist_300, finished_run):
+    before = snapshot(finished_run)
+    assert "checkpoints/latest.params" in before
+    for config in (tiny("plain", epochs=1), tiny("bbb", hidden=(8,))):
+        with pytest.raises(CheckpointError, match="already holds a run"):
+            fit(config, mnist_300.train, mnist_300.valid, run_dir=finished_run,
+                progress=False)
+    assert snapshot(finished_run) == before
+
+
+def test_resume_needs_a_run(mnist_300, tmp_path):
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    with pytest.raises(CheckpointError, match="not a run folder"):
+        fit(tiny("plain"), mnist_300.train, run_dir=empty, resume=True, progress=False)
+    assert list(empty.iterdir()) == []
+    with pytest.raises(CheckpointError):
+        fit(tiny("plain"), mnist_300.train, run_dir=tmp_path / "missing", resume=True,
+            progress=False)
+    assert not (tmp_path / "missing").exists()
+    with pytest.raises(ValueError, match="run_dir"):
+        fit(tiny("plain"), mnist_300.train, resume=True, progress=False)
+
+
+def test_load_run_on_something_that_is_not_a_run(finished_run, tmp_path):
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    with pytest.raises(CheckpointError, match="not a run folder"):
+        load_run(empty)
+    with pytest.raises(CheckpointError):
+        load_run(tmp_path / "missing")
+    (empty / "config.json").write_text("{}")
+    with pytest.raises(CheckpointError, match="no best checkpoint"):
+        load_run(empty, "best")
+    with pytest.raises(ValueError, match="which"):
+        load_run(finished_run, "newest")
+    net, posterior, config, meta = load_run(finished_run, "best")
+    assert posterior is None and config.model == "plain" and meta["best"]["epoch"] == 1
+
+
+# --------------------------------------------------------------------------- two devices
+
+
+def test_plain_two_cpu_contexts_match_one(mnist_300):
+    # 300 examples in batches of 45: uneven device slices, last batch of 30.
+    config = tiny("plain", epochs=1, batch_size=45)
+    one = fit(config, mnist_300.train, ctx=mx.cpu(0), progress=False)
+    two = fit(config, mnist_300.train, ctx=[mx.cpu(0), mx.cpu(1)], progress=False)
+    initial = build_mlp((32,))
+    mx.random.seed(0)
+    initial.initialize(mx.init.Xavier())
+    params_one = one.net._collect_params_with_prefix()
+    params_two = two.net._collect_params_with_prefix()
+    assert list(params_one) == list(params_two)
+    for key, p1 in params_one.items():
+        p2 = params_two[key]
+        w1 = p1.data(mx.cpu(0)).asnumpy()
+        np.testing.assert_allclose(p2.data(mx.cpu(0)).asnumpy(), w1, rtol=1e-4, atol=1e-6)
+        np.testing.assert_array_equal(p2.data(mx.cpu(1)).asnumpy(),
+                                      p2.data(mx.cpu(0)).asnumpy())
+    assert two.history[0]["cost"] == pytest.approx(one.history[0]["cost"], rel=1e-5)
+    # and it did train (the comparison is not between two untouched networks)
+    w0 = initial.collect_params()
+    assert not np.allclose(next(iter(params_one.values())).data().asnumpy(),
+                           next(iter(w0.values())).data().asnumpy())
+
+
+def _bbb_setup(ctxs, num_batches=4):
+    net = build_mlp((16,), num_outputs=10)
+    mx.random.seed(0)
+    net.initialize(mx.init.Xavier(), ctx=ctxs)
+    posterior = Posterior(net, seed=0)
+    prior = make_prior(kind="scale_mixture", pi=0.5, sigma1=1.0, sigma2=math.exp(-6))
+    loss_fn = BBBLoss(posterior, prior, num_batches=num_batches, validate=False)
+    kv = "device" if len(ctxs) > 1 else None
+    trainer = gluon.Trainer(posterior.params, "adam", {"learning_rate": 1e-2}, kvstore=kv,
+                            update_on_kvstore=False if kv else None)
+    return net, posterior, loss_fn, trainer
+
+
+def test_bbb_step_two_devices_with_the_same_noise_equal_one_device(mnist_300):
+    one_ctx, two_ctx = [mx.cpu(0)], [mx.cpu(0), mx.cpu(1)]
+    one, two = _bbb_setup(one_ctx), _bbb_setup(two_ctx)
+    start = [a.asnumpy() for a in one[1].mu()]
+    for a, b in zip(one[1].mu() + one[1].rho(), two[1].mu(mx.cpu(1)) + two[1].rho(mx.cpu(1)),
+                    strict=True):
+        np.testing.assert_array_equal(a.asnumpy(), b.asnumpy())
+    X, y = mnist_300.train
+    rng = np.random.default_rng(1)
+    for step in range(3):
+        xb = mx.nd.array(X[step * 33:(step + 1) * 33])  # 33: uneven slices (17 + 16)
+        yb = mx.nd.array(y[step * 33:(step + 1) * 33])
+        e = mx.nd.array(rng.standard_normal(one[1].num_weights).astype(np.float32))
+        out_one = bbb_step(*one, xb, yb, step, one_ctx, eps=[[e]])
+        out_two = bbb_step(*two, xb, yb, step, two_ctx, eps=[[e], [e]])
+        assert len(out_one) == len(out_two) == 2
+        for v1, v2 in zip(out_one, out_two, strict=True):
+            assert (v1 is None) == (v2 is None)
+            if v1 is not None:
+                assert v2.shape == (1,) and v2.context == mx.cpu(0)
+                assert float(v2.asscalar()) == pytest.approx(float(v1.asscalar()), rel=1e-5)
+        for ctx in two_ctx:
+            for a, b in zip(one[1].mu() + one[1].rho(), two[1].mu(ctx) + two[1].rho(ctx),
+                            strict=True):
+                np.testing.assert_allclose(b.asnumpy(), a.asnumpy(), rtol=1e-4, atol=1e-6)
+    assert not np.allclose(one[1].mu()[0].asnumpy(), start[0])  # the steps did move mu
+
+
+def test_bbb_fit_on_two_cpu_contexts_keeps_replicas_in_sync(mnist_300):
+    result = fit(tiny("bbb", epochs=1), mnist_300.train, mnist_300.valid,
+                 ctx=[mx.cpu(0), mx.cpu(1)], progress=False)
+    post = result.posterior
+    for a, b in zip(post.mu(mx.cpu(0)) + post.rho(mx.cpu(0)),
+                    post.mu(mx.cpu(1)) + post.rho(mx.cpu(1)), strict=True):
+        np.testing.assert_array_equal(a.asnumpy(), b.asnumpy())
+    row = result.history[0]
+    assert math.isfinite(row["cost"]) and row["valid_error"] < 0.9
+
+
+# --------------------------------------------------------------------------- bad input
+
+
+BAD_SETTINGS = [
+    ({"model": "bayes"}, "unknown model"),
+    ({"epochs": -1}, "epochs must be an integer >= 1"),
+    ({"epochs": 0}, "epochs must be an integer >= 1"),
+    ({"epochs": 2.5}, "epochs"),
+    ({"lr": 0.0}, "lr must be a finite number > 0"),
+    ({"lr": -1e-3}, "lr must be a finite number > 0"),
+    ({"lr": float("nan")}, "lr must be a finite number > 0"),
+    ({"lr": float("inf")}, "lr must be a finite number > 0"),
+    ({"batch_size": 0}, "batch_size must be an integer >= 1"),
+    ({"samples": 0}, "samples"),
+    ({"eval_samples": -1}, "eval_samples"),
+    ({"hidden": ()}, "hidden"),
+    ({"hidden": (32, 0)}, "hidden"),
+    ({"dropout": 1.0}, "dropout"),
+    ({"optimizer": "rmsprop"}, "optimizer"),
+    ({"weighting": "geometric"}, "weighting"),
+    ({"weighting": -0.5}, "weighting"),
+    ({"likelihood": "bernoulli"}, "num_outputs=1"),
+    ({"prior": {"kind": "scale_mixture", "pi": 0.5, "sigma1": 0.1, "sigma2": 0.1}},
+     "sigma1 must be larger than sigma2"),
+    ({"prior": {"kind": "scale_mixture", "pi": 0.5, "sigma1": 0.01, "sigma2": 1.0}},
+     "sigma1 must be larger than sigma2"),
+    ({"prior": {"kind": "scale_mixture", "pi": 1.5, "sigma1": 1.0, "sigma2": 0.1}}, "pi"),
+    ({"prior": {"kind": "gaussian", "sigma": 0.0}}, "sigma"),
+    ({"prior": {"kind": "laplace"}}, "unknown prior"),
+    ({"complexity": "kl"}, "needs a Gaussian prior"),
+]
+
+
+@pytest.mark.parametrize("change, message", BAD_SETTINGS,
+                         ids=[f"{k}={v!r}" for (c, _) in BAD_SETTINGS for k, v in c.items()])
+def test_bad_settings_raise_value_error_before_any_work(mnist_300, tmp_path, change, message):
+    with pytest.raises(ValueError, match=message):
+        tiny(**{"model": "bbb", **change})
+    # The same setting put into an existing config is caught by fit, before it creates
+    # anything.
+    config = tiny("bbb")
+    for key, value in change.items():
+        setattr(config, key, value)
+    run_dir = tmp_path / "run"
+    with pytest.raises(ValueError, match=message):
+        fit(config, mnist_300.train, mnist_300.valid, run_dir=run_dir, progress=False)
+    assert not run_dir.exists()
+
+
+def test_gaussian_prior_with_kl_is_accepted():
+    config = tiny("bbb", complexity="kl", prior={"kind": "gaussian", "sigma": 1.0})
+    assert config.complexity == "kl"
+
+
+def _with_nan(X, y):
+    X = X.copy()
+    X[3, 100] = np.nan
+    return X, y
+
+
+def _with_inf(X, y):
+    X = X.copy()
+    X[0, 0] = np.inf
+    return X, y
+
+
+def _label_too_large(X, y):
+    y = y.copy()
+    y[5] = 10
+    return X, y
+
+
+def _label_negative(X, y):
+    y = y.copy()
+    y[5] = -1
+    return X, y
+
+
+def _label_fractional(X, y):
+    return X, y.astype(np.float32) + 0.5
+
+
+def _wrong_width(X, y):
+    return X[:, :700], y
+
+
+def _images_not_flat(X, y):
+    return X.reshape(-1, 28, 28), y
+
+
+def _label_count(X, y):
+    return X, y[:-1]
+
+
+BAD_DATA = [(_with_nan, "NaN"), (_with_inf, "NaN or infinity"),
+            (_label_too_large, r"labels must be integers in \[0, 9\]"),
+            (_label_negative, r"labels must be integers in \[0, 9\]"),
+            (_label_fractional, "labels must be integers"),
+            (_wrong_width, r"shape \(N, 784\)"), (_images_not_flat, r"shape \(N, 784\)"),
+            (_label_count, "labels must have shape")]
+
+
+@pytest.mark.parametrize("split", ["training", "validation"])
+@pytest.mark.parametrize("spoil, message", BAD_DATA, ids=[f.__name__[1:] for f, _ in BAD_DATA])
+def test_bad_data_raises_value_error_before_any_work(mnist_300, tmp_path, split, spoil,
+                                                     message):
+    train, valid = mnist_300.train, mnist_300.valid
+    if split == "training":
+        train = spoil(*train)
+    else:
+        valid = spoil(*valid)
+    run_dir = tmp_path / "run"
+    with pytest.raises(ValueError, match=message) as info:
+        fit(tiny("bbb"), train, valid, run_dir=run_dir, progress=False)
+    assert split in str(info.value)
+    assert not run_dir.exists()
+
+
+def test_fit_needs_a_train_config(mnist_300):
+    with pytest.raises(TypeError, match="TrainConfig"):
+        fit(tiny("plain").to_dict(), mnist_300.train, progress=False)
+
+
+def test_config_round_trips_and_rejects_unknown_keys():
+    config = tiny("bbb", hidden=[20, 10], weighting=0.25)
+    assert config.hidden == (20, 10)
+    assert TrainConfig.from_dict(json.loads(json.dumps(config.to_dict()))) == config
+    with pytest.raises(ValueError, match="unknown configuration keys"):
+        TrainConfig.from_dict({**config.to_dict(), "learning_rate": 0.1})
+
+
+# --------------------------------------------------------------------------- baselines, options
+
+
+def test_dropout_baseline_trains_and_differs_from_plain(mnist_300):
+    settings = dict(epochs=2, batch_size=32, lr=3e-3)
+    plain = fit(tiny("plain", **settings), mnist_300.train, mnist_300.valid, progress=False)
+    dropout = fit(tiny("dropout", **settings), mnist_300.train, mnist_300.valid,
+                  progress=False)
+    again = fit(tiny("dropout", **settings), mnist_300.train, mnist_300.valid,
+                progress=False)
+    assert any(isinstance(block, nn.Dropout) for block in dropout.net._children.values())
+    assert not any(isinstance(block, nn.Dropout) for block in plain.net._children.values())
+    assert dropout.posterior is None
+    # Same seed, data and initial weights: only the masks make the difference.
+    assert dropout.history[0]["cost"] != pytest.approx(plain.history[0]["cost"], rel=1e-4)
+    assert not all(np.allclose(a, b) for a, b in zip(net_arrays(dropout), net_arrays(plain),
+                                                     strict=True))
+    # It learns, and its masks are a function of the seed (what resuming relies on).
+    assert dropout.history[-1]["likelihood_cost"] < dropout.history[0]["likelihood_cost"]
+    assert dropout.history[-1]["valid_error"] < 0.6
+    assert_same_history(again.history, dropout.history)
+
+
+def test_blundell_weighting_and_two_samples_run(mnist_300):
+    runs = {}
+    for name, kw in [("uniform", {}), ("blundell", {"weighting": "blundell"}),
+                     ("samples2", {"samples": 2}), ("zero", {"weighting": 0.0}),
+                     ("kl", {"complexity": "kl", "prior": {"kind": "gaussian", "sigma": 1.0}})]:
+        result = fit(tiny("bbb", epochs=1, batch_size=32, **kw), mnist_300.train,
+                     mnist_300.valid, progress=False)
+        assert len(result.history) == 1
+        row = result.history[0]
+        for key in COST_KEYS:
+            assert math.isfinite(row[key]), (name, key, row)
+        assert 0 <= row["valid_error"] <= 1 and 0 <= row["valid_error_mc"] <= 1
+        runs[name] = row
+    for name in ("blundell", "samples2", "kl"):
+        assert runs[name]["complexity_cost"] > 0
+        assert runs[name]["cost"] != runs["uniform"]["cost"], name
+    # A zero complexity weight leaves only the likelihood.
+    assert runs["zero"]["complexity_cost"] == 0
+    assert runs["zero"]["cost"] == runs["zero"]["likelihood_cost"]
