@@ -1,4 +1,5 @@
-"""The ``bbb-gluon`` command: ``train``, ``demo`` (and ``python -m bbb_gluon``).
+"""The ``bbb-gluon`` command: ``train``, ``evaluate``, ``prune``, ``demo`` (and
+``python -m bbb_gluon``).
 
 Every user error (unknown dataset, impossible hyperparameter, a folder that is not a run,
 a corrupt checkpoint, missing data) ends with one line on stderr and exit status 2;
@@ -20,6 +21,13 @@ EXIT_INTERRUPTED = 130
 
 class UsageError(Exception):
     """A problem with what the user asked for (reported as one line)."""
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse, but a bad option is one line on stderr (no usage block) and exit 2."""
+
+    def error(self, message):
+        self.exit(EXIT_USAGE, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
 
 
 def _contexts(spec):
@@ -98,7 +106,8 @@ def _add_train_args(p):
     g.add_argument("--mu-scale", type=float, default=0.1)
     g.add_argument("--rho-init", type=float, default=-3.0)
     g = p.add_argument_group("optimisation")
-    g.add_argument("--epochs", type=int, default=10)
+    g.add_argument("--epochs", type=int, default=None,
+                   help="epochs in all (default 10; with --resume: the stored count)")
     g.add_argument("--optimizer", default="adam", choices=["adam", "sgd"])
     g.add_argument("--lr", type=float, default=1e-3)
     g.add_argument("--batch-size", type=int, default=128)
@@ -127,7 +136,8 @@ def _config_from_args(args):
                  "sigma2": math.exp(args.log_sigma2)}
     return TrainConfig(
         model=args.model, hidden=tuple(args.hidden), activation=args.activation,
-        epochs=args.epochs, optimizer=args.optimizer, lr=args.lr, batch_size=args.batch_size,
+        epochs=10 if args.epochs is None else args.epochs, optimizer=args.optimizer,
+        lr=args.lr, batch_size=args.batch_size,
         samples=args.samples, weighting=args.weighting, complexity=args.complexity,
         prior=prior, mu_init=args.mu_init, mu_scale=args.mu_scale, rho_init=args.rho_init,
         dropout=args.dropout, eval_samples=args.eval_samples, seed=args.seed)
@@ -145,7 +155,7 @@ def cmd_train(args):
             raise UsageError("--resume needs --out RUN_DIR")
         stored = _read_run_config(args.out)
         config = TrainConfig.from_dict(stored["train"])
-        if "--epochs" in sys.argv:
+        if args.epochs is not None:
             config.epochs = args.epochs
             config.validate()
         data_args = stored["data"]
@@ -268,19 +278,323 @@ def cmd_demo(args):
     return 0
 
 
+def _other_dataset(name):
+    from . import data
+
+    others = [d for d in data.DATASETS if d != name]
+    return others[0] if others else None
+
+
+def _load_test_data(stored, seed, data_dir):
+    """The run's test split (as it was trained) and its pixel transform."""
+    from . import data
+
+    data_args = stored["data"]
+    try:
+        dataset = data_args["dataset"]
+        splits = data.load_dataset(dataset, root=data_dir, transform=data_args["transform"],
+                                   num_valid=data_args["num_valid"], seed=seed,
+                                   subset=data_args["subset"])
+    except (KeyError, TypeError):
+        raise UsageError("config.json has no usable data settings (dataset, transform, "
+                         "num_valid, subset)") from None
+    return splits
+
+
+def _json_safe(value):
+    """NaN (an empty reliability bin) as null: json.dump would write invalid JSON."""
+    import numpy as np
+
+    if isinstance(value, dict):
+        return {k: _json_safe(v) for k, v in value.items()}
+    if isinstance(value, list | tuple | np.ndarray):
+        return [_json_safe(v) for v in (value.tolist() if isinstance(value, np.ndarray)
+                                        else value)]
+    if isinstance(value, np.integer):
+        return int(value)
+    if isinstance(value, float | np.floating):
+        return float(value) if math.isfinite(value) else None
+    return value
+
+
+def _atomic_write(path, text):
+    from .training import _atomic_write_text
+
+    _atomic_write_text(path, text)
+
+
+def cmd_evaluate(args):
+    """Test error, calibration, and OOD detection of a trained run."""
+    import matplotlib.pyplot as plt
+
+    from . import data, metrics, plotting
+    from .prediction import error_rate, predict_proba, uncertainty
+    from .training import load_run
+
+    if args.samples < 1:
+        raise UsageError(f"--samples must be >= 1, got {args.samples}")
+    if args.bins < 1:
+        raise UsageError(f"--bins must be >= 1, got {args.bins}")
+    run_dir = args.run_dir
+    stored = _read_run_config(run_dir)
+    out_json = os.path.join(run_dir, "evaluation.json")
+    if os.path.exists(out_json) and not args.force:
+        raise UsageError(f"{out_json} already exists; use --force to overwrite it "
+                         "(nothing was changed)")
+    dataset = stored["data"].get("dataset") if isinstance(stored["data"], dict) else None
+    ood = args.ood if args.ood is not None else _other_dataset(dataset)
+    if ood == "none":
+        ood = None
+    if ood is not None and ood not in data.DATASETS:
+        raise UsageError(f"--ood: unknown dataset {ood!r}; choose one of {data.DATASETS} "
+                         "or none")
+    if ood is not None and ood == dataset:
+        raise UsageError(f"--ood {ood} is the run's own dataset; choose another or none")
+    data_dir = args.data_dir if args.data_dir is not None else stored["data"].get("data_dir")
+    ctx = _contexts(args.ctx)
+    if len(ctx) != 1:
+        raise UsageError("--ctx: evaluate runs on one device")
+    ctx = ctx[0]
+    net, posterior, config, meta = load_run(run_dir, "best", ctx=ctx)
+    splits = _load_test_data(stored, config.seed, data_dir)
+    Xt, yt = splits.test
+    X_ood = None
+    if ood is not None:
+        images, _ = data.load_raw(ood, train=False, root=data_dir)
+        # As many OOD images as in-distribution ones (a --subset run has fewer), through
+        # the run's own transform: the network sees them as it would see its own data.
+        X_ood = splits.transform(images[:len(yt)])
+
+    kind = config.model
+    lik = config.likelihood
+    samples = args.samples if kind != "plain" else None
+
+    def predictive(X):
+        if kind == "bbb":
+            return uncertainty(net, posterior, X, args.samples, ctx=ctx, likelihood=lik)
+        return uncertainty(net, None, X, args.samples, ctx=ctx, likelihood=lik,
+                           mc_dropout=kind == "dropout")
+
+    t0 = time.perf_counter()
+    probs_means = predict_proba(net, Xt, posterior, 0, ctx=ctx, likelihood=lik)
+    u_in = predictive(Xt)
+    probs = u_in["probs"]
+    reliability = metrics.reliability_data(probs, yt, args.bins)
+    summary = metrics.calibration_summary(probs, yt, args.bins)
+    result = {
+        "run_dir": os.path.abspath(run_dir), "dataset": splits.name, "model": kind,
+        "hidden": list(config.hidden), "checkpoint": "best",
+        "best_epoch": meta.get("best", {}).get("epoch"), "num_test": int(len(yt)),
+        "predictive": {"bbb": "Monte-Carlo over weight samples", "dropout": "MC dropout",
+                       "plain": "softmax"}[kind],
+        "samples": samples,
+        "test_error_means": error_rate(probs_means, yt),
+        "test_error_mc": summary["error"] if kind != "plain" else None,
+        "nll": summary["nll"], "brier": summary["brier"], "ece": summary["ece"],
+        "ece_bins": args.bins,
+        "mean_predictive_entropy": float(u_in["predictive_entropy"].mean()),
+        "mean_mutual_information": (float(u_in["mutual_information"].mean())
+                                    if kind != "plain" else None),
+    }
+    if kind != "plain":
+        means = metrics.calibration_summary(probs_means, yt, args.bins)
+        result["means"] = {k: means[k] for k in ("nll", "brier", "ece")}
+    u_out = None
+    if X_ood is not None:
+        u_out = predictive(X_ood)
+        result["ood"] = {
+            "dataset": ood, "num_examples": int(len(X_ood)),
+            "auroc_entropy": metrics.auroc(u_in["predictive_entropy"],
+                                           u_out["predictive_entropy"]),
+            "auroc_mutual_information": (
+                metrics.auroc(u_in["mutual_information"], u_out["mutual_information"])
+                if kind != "plain" else None),
+            "mean_predictive_entropy": float(u_out["predictive_entropy"].mean()),
+        }
+    else:
+        result["ood"] = None
+    result["seconds"] = time.perf_counter() - t0
+    result["reliability"] = {k: reliability[k]
+                             for k in ("edges", "count", "confidence", "accuracy")}
+
+    plots = {"reliability": os.path.join(run_dir, "reliability.png"),
+             "least_certain": os.path.join(run_dir, "least_certain.png")}
+    name = f"{splits.name} {kind} {'x'.join(map(str, config.hidden))}"
+    figs = [plotting.plot_reliability_diagram(reliability, plots["reliability"],
+                                              title=f"{name}: {result['predictive']}",
+                                              ece=summary["ece"]),
+            plotting.plot_least_certain(Xt, probs.argmax(axis=1), u_in["predictive_entropy"],
+                                        labels=yt, path=plots["least_certain"],
+                                        title=f"{name}: least certain test images")]
+    if u_out is not None:
+        plots["entropy_histograms"] = os.path.join(run_dir, "entropy_histograms.png")
+        with_mi = kind != "plain"
+        figs.append(plotting.plot_entropy_histograms(
+            u_in["predictive_entropy"], u_out["predictive_entropy"],
+            u_in["mutual_information"] if with_mi else None,
+            u_out["mutual_information"] if with_mi else None,
+            path=plots["entropy_histograms"], labels=(f"{splits.name} (in)", f"{ood} (out)"),
+            title=name))
+    for fig in figs:
+        plt.close(fig)
+    result["plots"] = {k: os.path.basename(v) for k, v in plots.items()}
+    _atomic_write(out_json, json.dumps(_json_safe(result), indent=1) + "\n")
+
+    pct = 100.0
+    line = f"test error {pct * result['test_error_means']:.2f}% with the means"
+    if kind != "plain":
+        what = "weight samples" if kind == "bbb" else "dropout masks"
+        line += f", {pct * result['test_error_mc']:.2f}% with {args.samples} {what}"
+    print(f"{splits.name} {kind}: {line} ({len(yt)} test images)")
+    print(f"{result['predictive']}: NLL {result['nll']:.4f}, Brier {result['brier']:.4f}, "
+          f"ECE {pct * result['ece']:.2f}% ({args.bins} bins)")
+    if result["ood"] is not None:
+        o = result["ood"]
+        text = f"OOD ({ood}, {o['num_examples']} images): AUROC {o['auroc_entropy']:.4f} " \
+               "by predictive entropy"
+        if o["auroc_mutual_information"] is not None:
+            text += f", {o['auroc_mutual_information']:.4f} by mutual information"
+        print(text)
+    print(f"wrote {out_json} and {', '.join(result['plots'].values())}")
+    return 0
+
+
+def _parse_fractions(text):
+    try:
+        values = [float(part) for part in text.split(",") if part.strip()]
+    except ValueError:
+        raise UsageError(f"--fractions: cannot read {text!r}; use numbers in [0, 1] like "
+                         "0,0.5,0.95") from None
+    if not values:
+        raise UsageError("--fractions: give at least one fraction in [0, 1]")
+    bad = [v for v in values if not (0.0 <= v <= 1.0)]  # NaN fails both comparisons
+    if bad:
+        raise UsageError(f"--fractions must lie in [0, 1], got {bad[0]!r}")
+    return values
+
+
+def cmd_prune(args):
+    """Signal-to-noise pruning of a Bayes-by-Backprop run (the paper's Table 2)."""
+    import matplotlib.pyplot as plt
+    import numpy as np
+
+    from . import plotting
+    from .pruning import evaluate_pruning, export_pruned, pruning_scores, thresholds
+    from .training import load_run
+
+    fractions = _parse_fractions(args.fractions)
+    run_dir = args.run_dir
+    stored = _read_run_config(run_dir)
+    model = stored["train"].get("model") if isinstance(stored["train"], dict) else None
+    if model != "bbb":
+        raise UsageError(f"{run_dir} is a {model!r} run; prune needs a bbb run (it ranks "
+                         "weights by the posterior's signal-to-noise ratio)")
+    largest = max(fractions)
+    csv_path = os.path.join(run_dir, "pruning.csv")
+    export_path = os.path.join(run_dir, f"pruned_{largest:g}.params")
+    existing = [p for p in (csv_path, export_path) if os.path.exists(p)]
+    if existing and not args.force:
+        raise UsageError(f"{existing[0]} already exists; use --force to overwrite "
+                         "(nothing was changed)")
+    data_dir = args.data_dir if args.data_dir is not None else stored["data"].get("data_dir")
+    ctx = _contexts(args.ctx)
+    if len(ctx) != 1:
+        raise UsageError("--ctx: prune runs on one device")
+    ctx = ctx[0]
+    net, posterior, config, _ = load_run(run_dir, "best", ctx=ctx)
+    splits = _load_test_data(stored, config.seed, data_dir)
+    Xt, yt = splits.test
+    table = evaluate_pruning(net, posterior, Xt, yt, fractions, ctx=ctx,
+                             likelihood=config.likelihood)
+
+    lines = ["fraction,weights_left,error_by_snr,error_by_abs_mu"]
+    lines += [f"{r['fraction']!r},{r['weights_left']},{r['error_by_snr']!r},"
+              f"{r['error_by_abs_mu']!r}" for r in table]
+    _atomic_write(csv_path, "\n".join(lines) + "\n")
+    print(f"{splits.name} test error ({len(yt)} images) with the means, lowest weights "
+          "removed:")
+    print(f"{'removed':>8}  {'weights left':>12}  {'by |mu|/sigma':>13}  {'by |mu|':>8}")
+    for r in table:
+        print(f"{100 * r['fraction']:7.4g}%  {r['weights_left']:>12,}  "
+              f"{100 * r['error_by_snr']:12.2f}%  {100 * r['error_by_abs_mu']:7.2f}%")
+
+    info = export_pruned(export_path, posterior, largest, "snr", ctx=ctx)
+    print(f"sparse export ({100 * largest:g}% of the weights removed by |mu|/sigma, "
+          f"{info['weights_left']:,} of {info['num_weights']:,} left): "
+          f"{info['bytes']:,} bytes against {info['dense_bytes']:,} dense "
+          f"({info['bytes'] / info['dense_bytes']:.3f}x)")
+
+    scores = pruning_scores(posterior, "snr", ctx)
+    cutoffs = dict(zip(fractions, thresholds(scores, fractions), strict=True))
+    snr = np.concatenate([s.reshape(-1) for s in scores.values()])
+    hist_path = os.path.join(run_dir, "snr_histogram.png")
+    cdf_path = os.path.join(run_dir, "snr_cdf.png")
+    for fig in (plotting.plot_snr_histogram(snr, cutoffs, hist_path),
+                plotting.plot_snr_cdf(snr, cutoffs, cdf_path)):
+        plt.close(fig)
+    print(f"wrote {csv_path}, {export_path}, {hist_path} and {cdf_path}")
+    return 0
+
+
 def build_parser():
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="bbb-gluon", description="Bayes by Backprop (Blundell et al. 2015) on MXNet Gluon.")
     from . import __version__
 
     parser.add_argument("--version", action="version", version=f"bbb_gluon {__version__}")
-    sub = parser.add_subparsers(dest="command", required=True)
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
     p = sub.add_parser("train", help="train bbb / plain / dropout MLPs on (Fashion-)MNIST",
                        description="Train on (Fashion-)MNIST; writes config.json, metrics.json, "
                                    "history.csv/json, learning_curve.png and checkpoints/ "
                                    "into the run folder.")
     _add_train_args(p)
     p.set_defaults(func=cmd_train)
+    p = sub.add_parser("evaluate", help="test error, calibration and OOD detection of a run",
+                       description="Evaluate a run folder's best checkpoint on its test split "
+                                   "(the data settings stored in config.json): test error with "
+                                   "the means and with the Monte-Carlo predictive (weight "
+                                   "samples for bbb, MC dropout for dropout, the softmax for "
+                                   "plain), NLL, Brier score, expected calibration error, and "
+                                   "the AUROC of predictive entropy and mutual information "
+                                   "separating the test images from another dataset's. Writes "
+                                   "evaluation.json, reliability.png, least_certain.png and "
+                                   "entropy_histograms.png into the run folder.")
+    p.add_argument("run_dir", metavar="RUN_DIR", help="a run folder written by bbb-gluon train")
+    p.add_argument("--samples", type=int, default=100,
+                   help="weight samples (bbb) or dropout masks (dropout) of the predictive "
+                        "(default 100)")
+    p.add_argument("--ood", default=None,
+                   help="out-of-distribution dataset: mnist, fashion-mnist or none (default: "
+                        "the one the run was not trained on)")
+    p.add_argument("--data-dir", default=None,
+                   help="folder with mnist/ and fashion-mnist/ (default: the run's, else "
+                        "$BBB_GLUON_DATA)")
+    p.add_argument("--bins", type=int, default=15,
+                   help="equal-width confidence bins of the ECE and reliability diagram "
+                        "(default 15)")
+    p.add_argument("--ctx", default="cpu", help="one device: cpu or gpu:0 (default cpu)")
+    p.add_argument("--force", action="store_true",
+                   help="overwrite an existing evaluation.json")
+    p.set_defaults(func=cmd_evaluate)
+    p = sub.add_parser("prune", help="signal-to-noise pruning of a bbb run (paper's Table 2)",
+                       description="Set the lowest fraction of a bbb run's weights (biases are "
+                                   "kept) to zero, ranked globally by |mu|/sigma and, for "
+                                   "comparison, by |mu|, and report the test error with the "
+                                   "means. Writes pruning.csv, pruned_<largest fraction>.params "
+                                   "(weights in sparse CSR storage; its size against dense is "
+                                   "printed), snr_histogram.png and snr_cdf.png into the run "
+                                   "folder.")
+    p.add_argument("run_dir", metavar="RUN_DIR", help="a bbb run folder")
+    p.add_argument("--fractions", default="0,0.5,0.75,0.95,0.98",
+                   help="comma-separated fractions of the weights to remove, each in [0, 1] "
+                        "(default 0,0.5,0.75,0.95,0.98)")
+    p.add_argument("--data-dir", default=None,
+                   help="folder with mnist/ and fashion-mnist/ (default: the run's, else "
+                        "$BBB_GLUON_DATA)")
+    p.add_argument("--ctx", default="cpu", help="one device: cpu or gpu:0 (default cpu)")
+    p.add_argument("--force", action="store_true",
+                   help="overwrite an existing pruning.csv and sparse export")
+    p.set_defaults(func=cmd_prune)
     p = sub.add_parser("demo", help="offline demo: two half-moons, about a minute",
                        description="Bayes by Backprop on two interleaved half-moons generated "
                                    "in code (1,000 points, noise 0.2, half held out; 2 hidden "

@@ -56,9 +56,11 @@ def complexity_weight(weighting, batch_index, num_batches):
             raise ValueError(f"a constant complexity weight must be finite and >= 0, "
                              f"got {weighting!r}")
         return float(weighting)
-    if not isinstance(num_batches, int) or num_batches < 1:
+    if isinstance(num_batches, bool) or not isinstance(num_batches, numbers.Integral) \
+            or num_batches < 1:
         raise ValueError(f"num_batches must be a positive int, got {num_batches!r}")
-    if not isinstance(batch_index, int) or not 0 <= batch_index < num_batches:
+    if isinstance(batch_index, bool) or not isinstance(batch_index, numbers.Integral) \
+            or not 0 <= batch_index < num_batches:
         raise ValueError(f"batch_index must lie in [0, {num_batches}), got {batch_index!r}")
     if weighting == "uniform":
         return 1.0 / num_batches
@@ -69,6 +71,7 @@ def complexity_weight(weighting, batch_index, num_batches):
 
 def blundell_weights(num_batches):
     """All :math:`M` weights of Blundell's schedule (they sum to 1)."""
+    complexity_weight("blundell", 0, num_batches)  # validates num_batches
     return [complexity_weight("blundell", i, num_batches) for i in range(num_batches)]
 
 
@@ -176,7 +179,9 @@ class BBBLoss(Loss):
                                  f"{WEIGHTINGS} or a number")
             if num_batches is None:
                 raise ValueError(f"weighting={weighting!r} needs num_batches")
-        complexity_weight(weighting, 0, num_batches or 1)  # validates
+            complexity_weight(weighting, 0, num_batches)  # validates num_batches
+        else:
+            complexity_weight(weighting, 0, 1)  # validates the constant
         if noise_sigma is not None and not (isinstance(noise_sigma, numbers.Real)
                                             and math.isfinite(noise_sigma) and noise_sigma > 0):
             raise ValueError(f"noise_sigma must be a finite number > 0 or None, "
@@ -198,9 +203,19 @@ class BBBLoss(Loss):
         else:
             self.noise_rho = None
 
+    def hybridize(self, active=True, **kwargs):
+        """Not supported: the loss takes Python objects (weight samples) and checks shapes.
+
+        Its cost is a few elementwise operations on the batch; hybridize the network.
+        """
+        if active:
+            raise NotImplementedError("BBBLoss cannot be hybridized (it takes WeightSample "
+                                      "objects); hybridize the network instead")
+
     def weight_of(self, batch_index):
         """:math:`\\pi_i` for a 0-based minibatch index."""
-        return complexity_weight(self.weighting, batch_index, self.num_batches or 1)
+        return complexity_weight(self.weighting, batch_index,
+                                 1 if self.num_batches is None else self.num_batches)
 
     def complexity_cost(self, sample):
         """:math:`C` for one :class:`WeightSample`, shape ``(1,)``."""
@@ -242,8 +257,7 @@ class BBBLoss(Loss):
             self.last_complexity_cost = self.complexity_cost(sample)
             share = self.last_complexity_cost * (pi / batch_size)
         self.last_complexity = share * here
-        if self.noise_rho is not None:
-            return super().forward(pred, label, share, self.noise_rho.data(pred.context))
+        # A learned noise scale reaches hybrid_forward as a registered parameter.
         return super().forward(pred, label, share)
 
     def hybrid_forward(self, F, pred, label, complexity_share, noise_rho=None):
@@ -269,8 +283,8 @@ class BBBLoss(Loss):
                 sq = F.broadcast_div(F.square(pred - label), 2 * F.square(sigma_n))
                 nll = F.sum(sq, axis=-1) + F.broadcast_mul(
                     F.log(sigma_n) + _HALF_LOG_2PI, F.ones_like(sq).sum(axis=-1))
-        nll = _apply_weighting(F, nll, self._weight, None)
-        return F.broadcast_add(nll, complexity_share)
+        # The global weight scales the whole cost, complexity included.
+        return _apply_weighting(F, F.broadcast_add(nll, complexity_share), self._weight, None)
 
     def _check(self, pred, label):
         """Shape and value checks, before any work (see ``validate``)."""
@@ -292,10 +306,13 @@ class BBBLoss(Loss):
                              f"got {label.shape}")
         if not self.validate:
             return
-        lo, hi = (mx.nd.concat(label.min().reshape((1,)), label.max().reshape((1,)), dim=0)
-                  .asnumpy().astype(float))
+        frac = mx.nd.abs(label - mx.nd.round(label)).max().reshape((1,))
+        lo, hi, frac = (mx.nd.concat(label.min().reshape((1,)), label.max().reshape((1,)), frac,
+                                     dim=0).asnumpy().astype(float))
         if not (math.isfinite(lo) and math.isfinite(hi)):
             raise ValueError("labels contain NaN or infinity")
+        if self.likelihood == "softmax" and label.ndim == 1 and frac > 0:
+            raise ValueError("class labels must be whole numbers")
         if self.likelihood == "softmax" and label.ndim == 1:
             classes = pred.shape[-1]
             if lo < 0 or hi > classes - 1:

@@ -43,7 +43,9 @@ def softplus(x, F=mx.nd):
     # The upper branch is offset by its own float32 value at the cut, so below the cut it
     # contributes exactly zero and nothing cancels against the tiny tail values; above the
     # cut the tail branch is the constant tail(cut) and restores the offset.
-    upper = F.Activation(F.maximum(x, _CUT), act_type="softrelu") - _at_cut()
+    # relu(x - cut) + cut rather than maximum(x, cut): relu passes no gradient at exactly
+    # the cut, so the gradient there comes from the tail branch alone instead of twice.
+    upper = F.Activation(F.relu(x - _CUT) + _CUT, act_type="softrelu") - _at_cut()
     lower = _series_tail(F, F.clip(x, _FLOOR, _CUT))
     return upper + lower
 

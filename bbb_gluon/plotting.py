@@ -4,7 +4,9 @@ saves it as PNG when given a path."""
 import matplotlib.pyplot as plt
 import numpy as np
 
-__all__ = ["plot_learning_curve", "plot_grid_map", "save"]
+__all__ = ["plot_learning_curve", "plot_grid_map", "save", "plot_weight_density",
+           "plot_snr_histogram", "plot_snr_cdf", "plot_least_certain",
+           "plot_reliability_diagram", "plot_entropy_histograms"]
 
 
 def save(fig, path):
@@ -61,5 +63,255 @@ def plot_grid_map(xx, yy, values, X=None, y=None, title="", cmap="RdBu_r", label
     ax.set_title(title)
     ax.set_xlabel("$x_1$")
     ax.set_ylabel("$x_2$")
+    fig.tight_layout()
+    return save(fig, path)
+
+
+def _db(snr):
+    """10·log10 of a signal-to-noise ratio; a mean of exactly 0 (ratio 0) is drawn at the
+    smallest positive float32 instead of -inf, so it stays on the axes."""
+    return 10.0 * np.log10(np.maximum(np.asarray(snr, dtype=np.float64).reshape(-1),
+                                      np.finfo(np.float32).tiny))
+
+
+def plot_weight_density(weights, path=None, bins=200, title="Density of the weights",
+                        limit=None):
+    """Histogram densities of the weights of several networks on one axis.
+
+    Parameters
+    ----------
+    weights : dict
+        ``{label: array}``, e.g. ``{"Bayes by Backprop": samples, "plain": w,
+        "dropout": w}``; each array of any shape (flattened), e.g. all Dense weights of a
+        net concatenated, or weights drawn from a posterior.
+    path : str, optional
+        Save the figure as PNG there.
+    bins : int, default 200
+    title : str
+    limit : float, optional
+        Show weights in ``[-limit, limit]``; default the largest 99.9th percentile of
+        :math:`|w|` over the arrays (a few outliers would squash the rest).
+
+    Returns
+    -------
+    matplotlib.figure.Figure with one axis.
+    """
+    flat = {label: np.asarray(w, dtype=np.float64).reshape(-1) for label, w in weights.items()}
+    if not flat or any(w.size == 0 for w in flat.values()):
+        raise ValueError("give at least one non-empty array of weights")
+    if limit is None:
+        limit = max(float(np.percentile(np.abs(w), 99.9)) for w in flat.values()) or 1.0
+    fig, ax = plt.subplots(figsize=(6.4, 4.0))
+    edges = np.linspace(-limit, limit, bins + 1)
+    for label, w in flat.items():
+        ax.hist(w, bins=edges, density=True, histtype="step", linewidth=1.4, label=label)
+    ax.set_xlabel("weight")
+    ax.set_ylabel("density")
+    ax.set_xlim(-limit, limit)
+    ax.legend()
+    ax.set_title(title)
+    fig.tight_layout()
+    return save(fig, path)
+
+
+def _mark_cutoffs(ax, cutoffs):
+    for fraction, threshold in sorted((cutoffs or {}).items()):
+        if np.isfinite(threshold) and 0 < fraction < 1:
+            x = float(_db([threshold])[0])
+            line = ax.axvline(x, color="k", linestyle="--", linewidth=0.8)
+            ax.annotate(f"{100 * fraction:g}%", (x, 1.0), xycoords=("data", "axes fraction"),
+                        rotation=90, va="top", ha="right", fontsize=7,
+                        color=line.get_color())
+
+
+def plot_snr_histogram(snr, cutoffs=None, path=None, bins=100,
+                       title="Signal-to-noise ratio of the weights"):
+    """Histogram of :math:`10 \\log_{10}(|\\mu|/\\sigma)` (dB), pruning cut-offs marked.
+
+    Parameters
+    ----------
+    snr : array_like
+        Signal-to-noise ratios of the weights (any shape, flattened; linear, not dB).
+    cutoffs : dict, optional
+        ``{fraction removed: threshold}`` with thresholds as ratios (linear), e.g. from
+        :func:`bbb_gluon.pruning.thresholds`; a dashed line per fraction in (0, 1).
+    path : str, optional
+    bins : int, default 100
+    title : str
+
+    Returns
+    -------
+    matplotlib.figure.Figure with one axis.
+    """
+    db = _db(snr)
+    fig, ax = plt.subplots(figsize=(6.4, 4.0))
+    ax.hist(db, bins=bins, density=True, color="tab:blue", alpha=0.8)
+    _mark_cutoffs(ax, cutoffs)
+    ax.set_xlabel("signal-to-noise ratio (dB)")
+    ax.set_ylabel("density")
+    ax.set_title(title)
+    fig.tight_layout()
+    return save(fig, path)
+
+
+def plot_snr_cdf(snr, cutoffs=None, path=None,
+                 title="Cumulative distribution of the signal-to-noise ratio"):
+    """Empirical cumulative distribution of :math:`10 \\log_{10}(|\\mu|/\\sigma)` (dB).
+
+    Parameters
+    ----------
+    snr : array_like
+        Signal-to-noise ratios (linear), flattened.
+    cutoffs : dict, optional
+        ``{fraction removed: threshold (linear)}``; marked as dashed lines.
+    path : str, optional
+    title : str
+
+    Returns
+    -------
+    matplotlib.figure.Figure with one axis.
+    """
+    db = np.sort(_db(snr))
+    fig, ax = plt.subplots(figsize=(6.4, 4.0))
+    ax.plot(db, np.arange(1, db.size + 1) / db.size, color="tab:blue")
+    _mark_cutoffs(ax, cutoffs)
+    ax.set_ylim(0, 1.02)
+    ax.set_xlabel("signal-to-noise ratio (dB)")
+    ax.set_ylabel("fraction of weights below")
+    ax.set_title(title)
+    fig.tight_layout()
+    return save(fig, path)
+
+
+def plot_least_certain(images, predicted, entropy, num_images=16, labels=None, ncols=8,
+                       path=None, title="Least certain predictions"):
+    """The ``num_images`` images of highest predictive entropy, most uncertain first.
+
+    Parameters
+    ----------
+    images : array_like, shape (N, 784) or (N, 28, 28)
+    predicted : array_like of int, shape (N,)
+        Predicted class of each image.
+    entropy : array_like, shape (N,)
+        Predictive entropy (nats) of each image.
+    num_images : int, default 16
+    labels : array_like of int, shape (N,), optional
+        True classes, added to the titles.
+    ncols : int, default 8
+    path : str, optional
+    title : str
+
+    Returns
+    -------
+    matplotlib.figure.Figure with ``min(num_images, N)`` axes, titled with the predicted
+    class and the entropy (and the label, if given).
+    """
+    images = np.asarray(images)
+    n = images.shape[0]
+    images = images.reshape(n, 28, 28)
+    entropy = np.asarray(entropy, dtype=np.float64).reshape(-1)
+    predicted = np.asarray(predicted).reshape(-1)
+    if entropy.shape != (n,) or predicted.shape != (n,):
+        raise ValueError(f"predicted and entropy must have shape ({n},)")
+    order = np.argsort(-entropy, kind="stable")[:num_images]
+    ncols = max(1, min(ncols, len(order)))
+    nrows = max(1, -(-len(order) // ncols))
+    fig, axes = plt.subplots(nrows, ncols, figsize=(1.35 * ncols, 1.6 * nrows + 0.4),
+                             squeeze=False)
+    for ax in axes.flat[len(order):]:
+        fig.delaxes(ax)
+    for ax, i in zip(axes.flat, order, strict=False):
+        ax.imshow(images[i], cmap="gray_r")
+        text = f"pred {predicted[i]}" + (f" (y {labels[i]})" if labels is not None else "")
+        ax.set_title(f"{text}\nH={entropy[i]:.2f}", fontsize=8)
+        ax.set_xticks([])
+        ax.set_yticks([])
+    fig.suptitle(title)
+    fig.tight_layout()
+    return save(fig, path)
+
+
+def plot_reliability_diagram(reliability, path=None, title="Reliability diagram", ece=None):
+    """Accuracy against confidence per bin, over a histogram of the confidences.
+
+    Parameters
+    ----------
+    reliability : dict
+        As :func:`bbb_gluon.metrics.reliability_data` returns it (``edges``, ``count``,
+        ``confidence``, ``accuracy``).
+    path : str, optional
+    title : str
+    ece : float, optional
+        Shown in the title when given.
+
+    Returns
+    -------
+    matplotlib.figure.Figure with two axes: the diagram (bars of accuracy, the gap to
+    the mean confidence, the diagonal) and the share of examples per bin.
+    """
+    edges = np.asarray(reliability["edges"], dtype=np.float64)
+    count = np.asarray(reliability["count"], dtype=np.float64)
+    full = count > 0  # an empty bin has no accuracy or confidence to draw
+    accuracy = np.asarray(reliability["accuracy"], dtype=np.float64)[full]
+    confidence = np.asarray(reliability["confidence"], dtype=np.float64)[full]
+    left, width = edges[:-1][full], np.diff(edges)[full]
+    fig, (ax, ax_count) = plt.subplots(2, 1, figsize=(4.8, 6.0), sharex=True,
+                                       gridspec_kw={"height_ratios": [3, 1]})
+    ax.bar(left, accuracy, width=width, align="edge", color="tab:blue",
+           edgecolor="k", linewidth=0.5, label="accuracy")
+    ax.bar(left, confidence - accuracy, bottom=accuracy, width=width, align="edge",
+           color="tab:red", alpha=0.3, edgecolor="tab:red", linewidth=0.5,
+           label="gap to mean confidence")
+    ax.plot([0, 1], [0, 1], "k--", linewidth=0.8, label="perfect calibration")
+    ax.set_xlim(0, 1)
+    ax.set_ylim(0, 1)
+    ax.set_ylabel("accuracy")
+    ax.legend(loc="upper left", fontsize=8)
+    ax.set_title(title if ece is None else f"{title} (ECE {100 * ece:.2f}%)")
+    total = count.sum() or 1.0
+    ax_count.bar(edges[:-1], count / total, width=np.diff(edges), align="edge",
+                 color="tab:gray")
+    ax_count.set_xlabel("confidence")
+    ax_count.set_ylabel("share")
+    fig.tight_layout()
+    return save(fig, path)
+
+
+def plot_entropy_histograms(entropy_in, entropy_out, mi_in=None, mi_out=None, path=None,
+                            labels=("in-distribution", "out-of-distribution"), bins=50,
+                            title=None):
+    """Histograms of the predictive entropy in and out of distribution.
+
+    Parameters
+    ----------
+    entropy_in, entropy_out : array_like, shape (N_in,), (N_out,)
+        Predictive entropies (nats).
+    mi_in, mi_out : array_like, optional
+        Mutual information (nats); when both are given a second axis shows them.
+    path : str, optional
+    labels : (str, str)
+    bins : int, default 50
+    title : str, optional
+
+    Returns
+    -------
+    matplotlib.figure.Figure with one axis, or two with the mutual information.
+    """
+    panels = [("predictive entropy (nats)", entropy_in, entropy_out)]
+    if mi_in is not None and mi_out is not None:
+        panels.append(("mutual information (nats)", mi_in, mi_out))
+    fig, axes = plt.subplots(1, len(panels), figsize=(5.0 * len(panels), 3.8), squeeze=False)
+    for ax, (xlabel, a, b) in zip(axes.flat, panels, strict=True):
+        a = np.asarray(a, dtype=np.float64).reshape(-1)
+        b = np.asarray(b, dtype=np.float64).reshape(-1)
+        hi = max(float(np.max(a, initial=0.0)), float(np.max(b, initial=0.0))) or 1.0
+        edges = np.linspace(0.0, hi, bins + 1)
+        ax.hist(a, bins=edges, density=True, alpha=0.6, label=labels[0])
+        ax.hist(b, bins=edges, density=True, alpha=0.6, label=labels[1])
+        ax.set_xlabel(xlabel)
+        ax.set_ylabel("density")
+        ax.legend()
+    if title:
+        fig.suptitle(title)
     fig.tight_layout()
     return save(fig, path)

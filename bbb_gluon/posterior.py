@@ -140,11 +140,13 @@ class Posterior:
         named = dense_parameters(net)
         if mu_init not in ("normal", "copy"):
             raise ValueError(f"mu_init must be 'normal' or 'copy', got {mu_init!r}")
-        if not (isinstance(mu_scale, int | float) and math.isfinite(mu_scale) and mu_scale > 0):
+        if isinstance(mu_scale, bool) or not (isinstance(mu_scale, int | float)
+                                              and math.isfinite(mu_scale) and mu_scale > 0):
             raise ValueError(f"mu_scale must be a finite number > 0, got {mu_scale!r}")
         if sigma_init is not None:
             rho_init = ops.inverse_softplus(sigma_init)
-        if not (isinstance(rho_init, int | float) and math.isfinite(rho_init)):
+        if isinstance(rho_init, bool) or not (isinstance(rho_init, int | float)
+                                              and math.isfinite(rho_init)):
             raise ValueError(f"rho_init must be a finite number, got {rho_init!r}")
         if seed is None:
             seed = int(np.random.randint(0, 2**31 - 1))

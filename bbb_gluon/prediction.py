@@ -3,6 +3,11 @@
 The Monte-Carlo predictive :math:`p(y \\mid x) \\approx \\frac1S \\sum_s p(y \\mid x, w_s)`
 draws each weight sample once and runs every batch through it; probabilities accumulate
 on the device and reach the host once, at the end.
+
+From the per-sample probabilities of :func:`predict_samples` (shape ``(S, N, C)``) the
+uncertainty of each prediction splits into the predictive entropy (total), the expected
+entropy (aleatoric) and their difference, the mutual information between label and
+weights (epistemic); :func:`uncertainty` computes all of them in one call.
 """
 
 import mxnet as mx
@@ -13,7 +18,9 @@ from mxnet.gluon import nn
 from . import fused
 from .sampling import use_means, use_weights
 
-__all__ = ["predict_proba", "predict_samples", "error_rate", "PREDICTION_STREAM"]
+__all__ = ["predict_proba", "predict_samples", "error_rate", "PREDICTION_STREAM", "entropy",
+           "predictive_entropy", "expected_entropy", "mutual_information", "class_std",
+           "uncertainty"]
 
 PREDICTION_STREAM = 10_000
 
@@ -193,3 +200,164 @@ def error_rate(probs, y):
     """Fraction of examples whose most probable class is not the label."""
     y = np.asarray(y).reshape(-1)
     return float(np.mean(np.argmax(probs, axis=1) != y))
+
+
+# --- uncertainty from per-sample probabilities --------------------------------------------
+# These take the (S, N, C) array that predict_samples returns (S weight samples or dropout
+# masks, N examples, C classes) and work in float64, so the difference of two entropies
+# (the mutual information) is not lost to float32 rounding.
+
+
+def _sample_probs(sample_probs):
+    p = np.asarray(sample_probs, dtype=np.float64)
+    if p.ndim != 3 or p.shape[0] < 1:
+        raise ValueError(f"expected per-sample probabilities of shape (S, N, C) with S >= 1, "
+                         f"got shape {p.shape}")
+    return p
+
+
+def entropy(probs, axis=-1):
+    r"""Shannon entropy :math:`-\sum_c p_c \log p_c` in nats, along ``axis``.
+
+    Parameters
+    ----------
+    probs : array_like, shape (..., C)
+        Probabilities summing to 1 along ``axis``.
+    axis : int, default -1
+
+    Returns
+    -------
+    ndarray, float64, the shape of ``probs`` without ``axis``. Terms with :math:`p_c = 0`
+    count as 0 (the limit of :math:`p \log p`).
+    """
+    p = np.asarray(probs, dtype=np.float64)
+    # log(1) = 0 stands in for log(0): 0 * log 0 is taken as its limit 0, not NaN.
+    return -np.sum(p * np.log(np.where(p > 0, p, 1.0)), axis=axis)
+
+
+def predictive_entropy(sample_probs):
+    r"""Entropy of the Monte-Carlo predictive, :math:`H[\frac1S \sum_s p_s]`, per example.
+
+    Parameters
+    ----------
+    sample_probs : array_like, shape (S, N, C)
+        Class probabilities under each of S weight samples (:func:`predict_samples`).
+
+    Returns
+    -------
+    ndarray of shape (N,), float64, nats: the total uncertainty, in
+    :math:`[0, \log C]`.
+    """
+    return entropy(_sample_probs(sample_probs).mean(axis=0))
+
+
+def expected_entropy(sample_probs):
+    r"""Mean over samples of each sample's entropy, :math:`\frac1S \sum_s H[p_s]`.
+
+    The aleatoric part of the predictive entropy: what the network would be unsure of
+    even if the weights were known.
+
+    Parameters
+    ----------
+    sample_probs : array_like, shape (S, N, C)
+
+    Returns
+    -------
+    ndarray of shape (N,), float64, nats.
+    """
+    return entropy(_sample_probs(sample_probs)).mean(axis=0)
+
+
+def mutual_information(sample_probs):
+    r"""Mutual information between the label and the weights, per example.
+
+    .. math:: I = H\Big[\frac1S \sum_s p_s\Big] - \frac1S \sum_s H[p_s]
+
+    the epistemic part of the predictive entropy: zero when every sample predicts the
+    same distribution, large when confident samples disagree. Jensen's inequality makes
+    it :math:`\ge 0`; rounding below zero is clipped to 0.
+
+    Parameters
+    ----------
+    sample_probs : array_like, shape (S, N, C)
+
+    Returns
+    -------
+    ndarray of shape (N,), float64, nats.
+    """
+    p = _sample_probs(sample_probs)
+    return np.maximum(entropy(p.mean(axis=0)) - entropy(p).mean(axis=0), 0.0)
+
+
+def class_std(sample_probs):
+    """Standard deviation over samples of each class probability (``ddof=0``).
+
+    Parameters
+    ----------
+    sample_probs : array_like, shape (S, N, C)
+
+    Returns
+    -------
+    ndarray of shape (N, C), float64.
+    """
+    return _sample_probs(sample_probs).std(axis=0)
+
+
+def _dropout_samples(net, X, num_samples, batch_size, ctx, likelihood):
+    """(S, N, C) probabilities of a deterministic net under S dropout masks (MC dropout)."""
+    batches = list(_batches(X, batch_size, ctx))
+    per_sample = []
+    with autograd.pause(), autograd.train_mode():
+        for _ in range(num_samples):
+            per_sample.append(mx.nd.concat(*[_probs(net(xb), likelihood) for xb in batches],
+                                           dim=0))
+    # One transfer to the host for all samples.
+    return mx.nd.stack(*per_sample).asnumpy()
+
+
+def uncertainty(net, posterior, X, num_samples, batch_size=1000, ctx=None,
+                likelihood="softmax", mc_dropout=False):
+    """Monte-Carlo predictive and its uncertainty measures for ``X``.
+
+    Parameters
+    ----------
+    net : gluon.Block
+    posterior : Posterior or None
+        With a posterior, the samples are weight samples (:func:`predict_samples`).
+        ``None`` with ``mc_dropout=True``: dropout masks at test time (MC dropout).
+        ``None`` without it: one deterministic prediction (S = 1, mutual information 0).
+    X : ndarray, shape (N, D)
+    num_samples : int
+        S >= 1 (ignored for a deterministic prediction).
+    batch_size : int, default 1000
+    ctx : Context, optional
+    likelihood : {"softmax", "bernoulli"}, default "softmax"
+    mc_dropout : bool, default False
+
+    Returns
+    -------
+    dict of ndarray
+        ``"probs"`` (N, C): the predictive mean; ``"predictive_entropy"``,
+        ``"expected_entropy"``, ``"mutual_information"`` (N,) in nats; ``"std"`` (N, C):
+        per-class standard deviation over samples; ``"sample_probs"`` (S, N, C).
+    """
+    X = np.asarray(X, dtype=np.float32)
+    if X.ndim != 2:
+        raise ValueError(f"X must be 2-D (examples, features), got shape {X.shape}")
+    if isinstance(num_samples, bool) or not isinstance(num_samples, int) or num_samples < 1:
+        raise ValueError(f"num_samples must be an int >= 1, got {num_samples!r}")
+    if posterior is not None:
+        samples = predict_samples(net, posterior, X, num_samples, batch_size, ctx, likelihood)
+    else:
+        ctx = ctx or next(iter(net.collect_params().values())).list_ctx()[0]
+        if mc_dropout:
+            samples = _dropout_samples(net, X, num_samples, batch_size, ctx, likelihood)
+        else:
+            samples = predict_proba(net, X, None, 0, batch_size, ctx, likelihood)[None]
+    samples = samples.astype(np.float64)
+    return {"probs": samples.mean(axis=0),
+            "predictive_entropy": predictive_entropy(samples),
+            "expected_entropy": expected_entropy(samples),
+            "mutual_information": mutual_information(samples),
+            "std": class_std(samples),
+            "sample_probs": samples}

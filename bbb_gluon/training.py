@@ -393,12 +393,14 @@ def _read_checkpoint(path):
     try:
         arrays = read_nd_file(path)
         meta = json.loads(_array_bytes(arrays.pop("__meta__")).decode())
+        trainer_blob = arrays.pop("__trainer__", None)
     except FileNotFoundError:
         raise CheckpointError(f"no checkpoint at {path}") from None
     except (ValueError, KeyError, UnicodeDecodeError):
         raise CheckpointError(f"{path} is corrupt or not a bbb_gluon checkpoint") from None
     if meta.get("format") != _FORMAT:
         raise CheckpointError(f"{path} is not a bbb_gluon checkpoint")
+    meta["trainer_states"] = None if trainer_blob is None else _array_bytes(trainer_blob)
     return arrays, meta
 
 
@@ -549,8 +551,8 @@ def fit(config, train, valid=None, run_dir=None, ctx=None, resume=False, progres
             _set_model_arrays(arrays, net, posterior, latest_path)
         except PosteriorMismatchError as e:
             raise CheckpointError(str(e)) from None
-        if "__trainer__" in arrays:
-            _load_trainer_states(trainer, _array_bytes(arrays["__trainer__"]))
+        if meta["trainer_states"] is not None:
+            _load_trainer_states(trainer, meta["trainer_states"])
         if posterior is not None:
             posterior.noise.load_state_dict(meta["noise"])
         history, best = meta["history"], meta["best"]
@@ -592,9 +594,9 @@ def fit(config, train, valid=None, run_dir=None, ctx=None, resume=False, progres
                     mx.random.seed(_batch_seed(config.seed, epoch, i))
                 if fused_step is not None:
                     # The complexity cost's value is only for reports: computed on the
-                    # first batch and every log_every batches (the gradient always is).
+                    # first batch and every log_every-th (its gradient on every batch).
                     nll, cplx = fused_step(xb, yb, i, config.samples,
-                                           want_complexity=report or i == skip)
+                                           want_complexity=report or i == 0)
                 elif posterior is not None:
                     nll, cplx = bbb_step(net, posterior, loss_fn, trainer, xb, yb, i, ctxs,
                                          config.samples)

@@ -37,9 +37,10 @@ def _environment_pins():
 
 def test_environment_yml_matches_pyproject_pins():
     pyproject, conda = _pyproject_pins(), _environment_pins()
-    assert set(pyproject) <= set(conda), f"missing in environment.yml: {set(pyproject) - set(conda)}"
+    missing = set(pyproject) - set(conda)
+    assert not missing, f"missing in environment.yml: {missing}"
     for name, spec in pyproject.items():
-        assert conda[name] == spec, f"{name}: pyproject says {spec!r}, environment.yml {conda[name]!r}"
+        assert conda[name] == spec, f"{name}: pyproject {spec!r}, environment.yml {conda[name]!r}"
 
 
 def test_python_version_agrees():

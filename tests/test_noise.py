@@ -83,9 +83,10 @@ def test_state_dict_resumes_after_prefetch(sources):
     # the uninterrupted run; by now a block for counter 3 (and 4, ...) was prefetched
     expected0, expected1 = take(src, 3), take(src, 1, stream=1)
 
-    # a fresh source that has itself prefetched other blocks, then loads the state
+    # a source with another seed that has prefetched a block for the very counter the
+    # state resumes at (3): that block is of the wrong seed and must not be handed out
     resumed = sources(300, seed=99, prefetch=True)
-    take(resumed, 5)
+    take(resumed, 3)
     resumed.load_state_dict(state)
     for x, y in zip(take(resumed, 3), expected0, strict=True):
         np.testing.assert_array_equal(x, y)
@@ -95,6 +96,18 @@ def test_state_dict_resumes_after_prefetch(sources):
     src.load_state_dict(state)
     for x, y in zip(take(src, 3), expected0, strict=True):
         np.testing.assert_array_equal(x, y)
+
+
+@pytest.mark.parametrize("prefetch", [True, False])
+def test_advance_skips_one_block(sources, prefetch):
+    ref = take(sources(64, seed=8, prefetch=prefetch), 4)
+    src = sources(64, seed=8, prefetch=prefetch)
+    np.testing.assert_array_equal(src.next_numpy(), ref[0])
+    assert src.advance() == 1
+    np.testing.assert_array_equal(src.next_numpy(), ref[2])
+    assert src.advance(stream=0) == 3
+    assert src.state_dict()["counters"] == {"0": 4}
+    assert src.advance(stream=2) == 0
 
 
 def test_fresh_stream_after_load_starts_at_zero(sources):

@@ -175,6 +175,8 @@ def test_sample_with_given_eps(ctx, eps_kind):
     sample = post.sample(eps=given)
     assert isinstance(sample, WeightSample)
     assert sample.ctx == ctx
+    assert sample.eps_sq.shape == (1,) and sample.eps_sq.context == ctx
+    assert all(a.context == ctx for a in sample.mus + sample.sigmas)
     start = 0
     for w, mu, sigma, shape in zip(sample.weights, post.mu(), post.sigma(), post.shapes,
                                    strict=True):

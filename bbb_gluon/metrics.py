@@ -1,0 +1,207 @@
+r"""How good predicted probabilities are: NLL, Brier score, calibration, and OOD detection.
+
+Pure NumPy, for any model: give it the class probabilities of a Bayes-by-Backprop
+predictive, of MC dropout, or of a plain softmax (``predict_proba`` returns all three).
+Everything is computed in float64.
+
+Calibration uses the confidence :math:`\hat p_i = \max_c p_{ic}` and the predicted class
+:math:`\hat y_i = \arg\max_c p_{ic}`. With :math:`B` equal-width bins
+:math:`I_b = (\frac{b-1}B, \frac bB]` (the first bin also holds 0) and :math:`n_b`
+examples in bin :math:`b`,
+
+.. math::
+    \mathrm{ECE} = \sum_b \frac{n_b}{N} \left| \mathrm{acc}_b - \mathrm{conf}_b \right|,
+
+where :math:`\mathrm{acc}_b` is the fraction of correct predictions in the bin and
+:math:`\mathrm{conf}_b` their mean confidence (empty bins contribute 0).
+
+References
+----------
+.. [1] C. Guo, G. Pleiss, Y. Sun, K. Q. Weinberger. "On Calibration of Modern Neural
+   Networks". ICML 2017.
+.. [2] G. W. Brier. "Verification of forecasts expressed in terms of probability".
+   Monthly Weather Review 78, 1950.
+"""
+
+import numpy as np
+
+__all__ = ["nll", "brier_score", "expected_calibration_error", "reliability_data", "auroc",
+           "calibration_summary", "DEFAULT_BINS"]
+
+DEFAULT_BINS = 15
+# log(0) for a class given probability 0 (a float32 softmax that underflowed) would make
+# the NLL infinite; floor the probability at the smallest positive float32 instead
+# (log = -103.3), so one such example costs a lot but finitely.
+_TINY = float(np.finfo(np.float32).tiny)
+
+
+def _check(probs, y):
+    p = np.asarray(probs, dtype=np.float64)
+    if p.ndim != 2 or p.shape[0] == 0 or p.shape[1] < 2:
+        raise ValueError(f"probs must have shape (N, C) with N >= 1 and C >= 2, "
+                         f"got {p.shape}")
+    if not np.isfinite(p).all():
+        raise ValueError("probs contain NaN or infinity")
+    labels = np.asarray(y)
+    if labels.shape != (p.shape[0],):
+        raise ValueError(f"labels must have shape ({p.shape[0]},), got {labels.shape}")
+    if not np.all(labels == np.round(labels)) or labels.min() < 0 \
+            or labels.max() >= p.shape[1]:
+        raise ValueError(f"labels must be integers in [0, {p.shape[1] - 1}]")
+    return p, labels.astype(np.int64)
+
+
+def nll(probs, y):
+    r"""Mean negative log-likelihood of the labels, :math:`-\frac1N \sum_i \log p_{i y_i}`.
+
+    Parameters
+    ----------
+    probs : array_like, shape (N, C)
+        Class probabilities (rows sum to 1).
+    y : array_like of int, shape (N,)
+        Labels in ``0 .. C-1``.
+
+    Returns
+    -------
+    float
+        Nats per example. Probabilities below the smallest positive float32 count as it.
+    """
+    p, labels = _check(probs, y)
+    return float(-np.mean(np.log(np.maximum(p[np.arange(len(labels)), labels], _TINY))))
+
+
+def brier_score(probs, y):
+    r"""Multi-class Brier score, :math:`\frac1N \sum_i \sum_c (p_{ic} - [y_i = c])^2`.
+
+    Parameters
+    ----------
+    probs : array_like, shape (N, C)
+    y : array_like of int, shape (N,)
+
+    Returns
+    -------
+    float
+        In :math:`[0, 2]`: 0 for certain and right, 2 for certain and wrong.
+    """
+    p, labels = _check(probs, y)
+    onehot = np.zeros_like(p)
+    onehot[np.arange(len(labels)), labels] = 1.0
+    return float(np.mean(np.sum((p - onehot) ** 2, axis=1)))
+
+
+def reliability_data(probs, y, num_bins=DEFAULT_BINS):
+    """Per-bin statistics of a reliability diagram (equal-width confidence bins).
+
+    Parameters
+    ----------
+    probs : array_like, shape (N, C)
+    y : array_like of int, shape (N,)
+    num_bins : int, default 15
+        Number of equal-width bins on [0, 1]; bin ``b`` holds confidences in
+        ``(edges[b], edges[b + 1]]`` (bin 0 also holds 0).
+
+    Returns
+    -------
+    dict
+        ``"edges"`` (num_bins + 1,); ``"count"`` (num_bins,) int; ``"confidence"`` and
+        ``"accuracy"`` (num_bins,): mean confidence and fraction correct per bin, NaN for
+        an empty bin; ``"num_examples"`` int.
+    """
+    p, labels = _check(probs, y)
+    if isinstance(num_bins, bool) or not isinstance(num_bins, int | np.integer) \
+            or num_bins < 1:
+        raise ValueError(f"num_bins must be an int >= 1, got {num_bins!r}")
+    edges = np.linspace(0.0, 1.0, num_bins + 1)
+    confidence = p.max(axis=1)
+    correct = (p.argmax(axis=1) == labels).astype(np.float64)
+    # Bins against the very edges returned, so a confidence equal to an edge lands where
+    # the edges say it should even when k/B is not exact in binary.
+    index = np.clip(np.searchsorted(edges, confidence, side="left") - 1, 0, num_bins - 1)
+    count = np.bincount(index, minlength=num_bins)
+    conf_sum = np.bincount(index, weights=confidence, minlength=num_bins)
+    correct_sum = np.bincount(index, weights=correct, minlength=num_bins)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        mean_conf = np.where(count > 0, conf_sum / count, np.nan)
+        accuracy = np.where(count > 0, correct_sum / count, np.nan)
+    return {"edges": edges, "count": count, "confidence": mean_conf, "accuracy": accuracy,
+            "num_examples": int(len(labels))}
+
+
+def expected_calibration_error(probs, y, num_bins=DEFAULT_BINS):
+    r"""Expected calibration error with equal-width bins (see the module docstring).
+
+    Parameters
+    ----------
+    probs : array_like, shape (N, C)
+    y : array_like of int, shape (N,)
+    num_bins : int, default 15
+
+    Returns
+    -------
+    float
+        In [0, 1]; :math:`\sum_b (n_b / N) |\mathrm{acc}_b - \mathrm{conf}_b|`.
+    """
+    rel = reliability_data(probs, y, num_bins)
+    full = rel["count"] > 0
+    gaps = np.abs(rel["accuracy"][full] - rel["confidence"][full])
+    return float(np.sum(rel["count"][full] / rel["num_examples"] * gaps))
+
+
+def auroc(scores_in, scores_out):
+    r"""Area under the ROC curve of a score that should be higher out of distribution.
+
+    The out-of-distribution examples are the positive class. The area is the
+    Mann-Whitney statistic: the probability that a random out-of-distribution example
+    scores higher than a random in-distribution one, ties counting one half,
+
+    .. math:: \mathrm{AUROC} = \frac{1}{n_\mathrm{in} n_\mathrm{out}} \sum_{i,j}
+        \left([s^\mathrm{out}_j > s^\mathrm{in}_i] + \tfrac12 [s^\mathrm{out}_j
+        = s^\mathrm{in}_i]\right),
+
+    computed from average ranks in :math:`O(n \log n)`.
+
+    Parameters
+    ----------
+    scores_in : array_like, shape (n_in,)
+        Scores of in-distribution examples (e.g. predictive entropy).
+    scores_out : array_like, shape (n_out,)
+        Scores of out-of-distribution examples.
+
+    Returns
+    -------
+    float
+        In [0, 1]: 1 separates perfectly, 0.5 is chance (and every-score-tied).
+    """
+    s_in = np.asarray(scores_in, dtype=np.float64).reshape(-1)
+    s_out = np.asarray(scores_out, dtype=np.float64).reshape(-1)
+    if s_in.size == 0 or s_out.size == 0:
+        raise ValueError("auroc needs at least one in- and one out-of-distribution score")
+    if not (np.isfinite(s_in).all() and np.isfinite(s_out).all()):
+        raise ValueError("scores contain NaN or infinity")
+    scores = np.concatenate([s_in, s_out])
+    _, inverse, counts = np.unique(scores, return_inverse=True, return_counts=True)
+    # Ranks 1..n; a group of tied scores gets the mean of the ranks it spans.
+    average_rank = np.cumsum(counts) - (counts - 1) / 2.0
+    rank_sum_out = average_rank[inverse[s_in.size:]].sum()
+    n_in, n_out = s_in.size, s_out.size
+    return float((rank_sum_out - n_out * (n_out + 1) / 2.0) / (n_in * n_out))
+
+
+def calibration_summary(probs, y, num_bins=DEFAULT_BINS):
+    """Error, NLL, Brier score and ECE of one set of predictions, as a dict of floats.
+
+    Parameters
+    ----------
+    probs : array_like, shape (N, C)
+    y : array_like of int, shape (N,)
+    num_bins : int, default 15
+
+    Returns
+    -------
+    dict
+        ``"error"``, ``"nll"``, ``"brier"``, ``"ece"``, ``"num_bins"``.
+    """
+    p, labels = _check(probs, y)
+    return {"error": float(np.mean(p.argmax(axis=1) != labels)), "nll": nll(p, labels),
+            "brier": brier_score(p, labels),
+            "ece": expected_calibration_error(p, labels, num_bins), "num_bins": int(num_bins)}

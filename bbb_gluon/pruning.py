@@ -1,0 +1,323 @@
+r"""Pruning a trained posterior: zero the weights it is least sure of, predict with the means.
+
+Blundell et al. (2015, Table 2) rank every weight by its signal-to-noise ratio
+:math:`|\mu| / \sigma`, set the lowest fraction of them to zero, and predict with the
+means of the rest; a bimodal signal-to-noise density lets them remove 95% with little
+loss. Ranking by :math:`|\mu|` alone (magnitude pruning) is the baseline.
+
+What is pruned: the *weights* (the 2-D ``weight`` arrays) of every Dense layer, ranked
+together across layers with one global threshold. Biases are never pruned, never ranked
+and not counted in ``weights_left``: the paper counts and prunes weights, and a bias is
+shared by every input of its unit, so zeroing one shifts the unit for every example.
+The means of the biases stay as they are.
+
+A fraction :math:`f` of the :math:`n` weights removes :math:`k = \mathrm{round}(fn)` of
+them: the threshold is the :math:`(k+1)`-th smallest score, and a weight is kept when its
+score is at least that (so :math:`f = 0` keeps all, :math:`f = 1` removes all). Weights
+tied with the threshold are all kept, so with tied scores slightly fewer than :math:`k`
+may be removed; ``weights_left`` reports the count actually kept.
+
+A pruned network can be exported with its weight matrices in MXNet's compressed sparse
+row storage (``tostype("csr")``): 4 bytes of value plus 8 of column index per non-zero,
+plus 8 per row, against 4 per entry dense, so it is smaller once more than about two
+thirds of a matrix is zero.
+
+References
+----------
+.. [1] C. Blundell et al. "Weight Uncertainty in Neural Networks". ICML 2015.
+"""
+
+import json
+import math
+import os
+import tempfile
+
+import mxnet as mx
+import numpy as np
+
+from .posterior import PosteriorMismatchError, atomic_nd_save, dense_parameters, read_nd_file
+from .prediction import error_rate, predict_proba
+from .sampling import use_weights
+
+__all__ = ["SCORES", "prunable_keys", "pruning_scores", "thresholds", "prune_masks",
+           "pruned_weights", "evaluate_pruning", "export_pruned", "load_pruned"]
+
+SCORES = ("snr", "abs_mu")
+_FORMAT = "bbb_gluon.pruned/1"
+
+
+def prunable_keys(posterior):
+    """Keys of the arrays that pruning ranks and zeroes: every Dense ``weight``, no bias."""
+    return [k for k in posterior.keys if k.rsplit(".", 1)[-1] == "weight"]
+
+
+def pruning_scores(posterior, by="snr", ctx=None):
+    r"""The score each weight is ranked by, per weight array.
+
+    Parameters
+    ----------
+    posterior : Posterior
+    by : {"snr", "abs_mu"}, default "snr"
+        ``"snr"``: :math:`|\mu| / \sigma` (``posterior.signal_to_noise()``);
+        ``"abs_mu"``: :math:`|\mu|`.
+    ctx : Context, optional
+
+    Returns
+    -------
+    dict
+        ``{key: ndarray}`` for the keys of :func:`prunable_keys`, each of the weight's
+        shape, float32; higher means more worth keeping.
+    """
+    if by not in SCORES:
+        raise ValueError(f"by must be one of {SCORES}, got {by!r}")
+    keys = prunable_keys(posterior)
+    if by == "snr":
+        snr = posterior.signal_to_noise(ctx)
+        return {k: snr[k].asnumpy() for k in keys}
+    mus = dict(zip(posterior.keys, posterior.mu(ctx), strict=True))
+    return {k: np.abs(mus[k].asnumpy()) for k in keys}
+
+
+def _check_fractions(fractions):
+    values = np.asarray(fractions, dtype=np.float64).reshape(-1)
+    if values.size == 0:
+        raise ValueError("give at least one fraction")
+    if not np.all((values >= 0) & (values <= 1)):  # also rejects NaN
+        raise ValueError(f"fractions must lie in [0, 1], got {list(map(float, values))}")
+    return values
+
+
+def thresholds(scores, fractions):
+    """Global score thresholds that remove each fraction of the weights.
+
+    Parameters
+    ----------
+    scores : dict of ndarray or list of ndarray
+        Scores of every weight (:func:`pruning_scores`).
+    fractions : sequence of float
+        Fractions in [0, 1] of the weights to remove.
+
+    Returns
+    -------
+    ndarray of shape (len(fractions),), float64
+        Keep a weight when its score is ``>= threshold``: ``-inf`` for fraction 0,
+        ``+inf`` for fraction 1, otherwise the ``(k+1)``-th smallest score with
+        ``k = round(fraction * n)``.
+    """
+    values = _check_fractions(fractions)
+    arrays = scores.values() if isinstance(scores, dict) else scores
+    flat = np.concatenate([np.asarray(s).reshape(-1) for s in arrays])
+    n = flat.size
+    # Round half up, the same on every platform (Python's round() goes to even).
+    ks = np.floor(values * n + 0.5).astype(np.int64)
+    inner = sorted({int(k) for k in ks if 0 < k < n})
+    # One partial sort places every needed order statistic at once.
+    ordered = np.partition(flat, inner) if inner else flat
+    out = np.empty(len(ks), dtype=np.float64)
+    for j, k in enumerate(ks):
+        out[j] = -np.inf if k == 0 else np.inf if k >= n else ordered[k]
+    return out
+
+
+def prune_masks(posterior, fraction, by="snr", ctx=None):
+    """Boolean keep-masks of the weights for one fraction.
+
+    Parameters
+    ----------
+    posterior : Posterior
+    fraction : float
+        In [0, 1], share of the weights to remove.
+    by : {"snr", "abs_mu"}, default "snr"
+    ctx : Context, optional
+
+    Returns
+    -------
+    dict
+        ``{key: bool ndarray}`` for the keys of :func:`prunable_keys`; True = kept.
+    """
+    scores = pruning_scores(posterior, by, ctx)
+    threshold = thresholds(scores, [fraction])[0]
+    return {k: s >= threshold for k, s in scores.items()}
+
+
+def _apply(posterior, masks, ctx, mus_host=None):
+    """The means with ``masks`` applied, as NDArrays on ``ctx`` (``mus_host``: the means
+    already copied to the host, to copy them once for many masks)."""
+    ctx = ctx or posterior.contexts[0]
+    mus = posterior.mu(ctx)
+    out = []
+    for i, key in enumerate(posterior.keys):
+        if key in masks:
+            mu = mus_host[i] if mus_host is not None else mus[i].asnumpy()
+            out.append(mx.nd.array(np.where(masks[key], mu, np.float32(0)), ctx=ctx,
+                                   dtype="float32"))
+        else:
+            out.append(mus[i])
+    return out
+
+
+def pruned_weights(posterior, fraction, by="snr", ctx=None):
+    """The posterior means with the lowest-scoring ``fraction`` of the weights set to zero.
+
+    Parameters
+    ----------
+    posterior : Posterior
+    fraction : float
+        In [0, 1].
+    by : {"snr", "abs_mu"}, default "snr"
+    ctx : Context, optional
+
+    Returns
+    -------
+    list of NDArray
+        One array per ``posterior.keys`` entry on ``ctx`` (biases unchanged), ready for
+        :func:`bbb_gluon.use_weights`.
+    """
+    return _apply(posterior, prune_masks(posterior, fraction, by, ctx), ctx)
+
+
+def evaluate_pruning(net, posterior, X, y, fractions, batch_size=1000, ctx=None,
+                     likelihood="softmax"):
+    """Error rate with the pruned means at each fraction, ranked by |μ|/σ and by |μ|.
+
+    Each ranking's scores are concatenated and partially sorted once for all fractions;
+    each fraction then costs one comparison per weight array and one pass over ``X``.
+
+    Parameters
+    ----------
+    net : gluon.Block
+    posterior : Posterior
+    X : ndarray, shape (N, D)
+    y : ndarray of int, shape (N,)
+    fractions : sequence of float
+        Fractions in [0, 1] of the weights to remove.
+    batch_size : int, default 1000
+    ctx : Context, optional
+    likelihood : {"softmax", "bernoulli"}, default "softmax"
+
+    Returns
+    -------
+    list of dict
+        One row per fraction, in the order given: ``fraction``; ``weights_left`` (weights
+        kept by the signal-to-noise ranking, biases not counted); ``error_by_snr`` and
+        ``error_by_abs_mu`` (fractions of ``X`` misclassified).
+    """
+    values = _check_fractions(fractions)
+    ctx = ctx or posterior.contexts[0]
+    rows = [{"fraction": float(f)} for f in values]
+    mus_host = [m.asnumpy() for m in posterior.mu(ctx)]
+    for by, column in (("snr", "error_by_snr"), ("abs_mu", "error_by_abs_mu")):
+        scores = pruning_scores(posterior, by, ctx)
+        for row, threshold in zip(rows, thresholds(scores, values), strict=True):
+            masks = {k: s >= threshold for k, s in scores.items()}
+            with use_weights(net, posterior, _apply(posterior, masks, ctx, mus_host), ctx):
+                probs = predict_proba(net, X, None, 0, batch_size, ctx, likelihood)
+            row[column] = error_rate(probs, y)
+            if by == "snr":
+                row["weights_left"] = int(sum(int(m.sum()) for m in masks.values()))
+    order = ("fraction", "weights_left", "error_by_snr", "error_by_abs_mu")
+    return [{k: row[k] for k in order} for row in rows]
+
+
+def _layout(posterior, fraction, by, weights_left):
+    return {"format": _FORMAT, "keys": posterior.keys,
+            "shapes": [list(s) for s in posterior.shapes], "fraction": float(fraction),
+            "by": by, "weights_left": int(weights_left),
+            "num_weights": int(sum(math.prod(s) for k, s in zip(posterior.keys,
+                                                                 posterior.shapes, strict=True)
+                                   if k in prunable_keys(posterior)))}
+
+
+def _layout_array(layout):
+    return mx.nd.array(np.frombuffer(json.dumps(layout).encode(), np.uint8), dtype="uint8")
+
+
+def export_pruned(path, posterior, fraction, by="snr", ctx=None):
+    """Save the pruned means with weight matrices in sparse CSR storage (``mx.nd.save``).
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+        File to write (atomically).
+    posterior : Posterior
+    fraction : float
+        In [0, 1], share of the weights removed.
+    by : {"snr", "abs_mu"}, default "snr"
+    ctx : Context, optional
+
+    Returns
+    -------
+    dict
+        ``path``; ``bytes``: the file's size; ``dense_bytes``: the size of the same
+        arrays saved dense (measured by writing them to a temporary file beside
+        ``path``); ``weights_left``, ``num_weights``, ``fraction``, ``by``.
+
+    Notes
+    -----
+    The file holds one array per Dense parameter under its structural name (``"0.weight"``
+    as CSR, ``"0.bias"`` dense) and a ``"__layout__"`` entry; :func:`load_pruned` reads it
+    into an ordinary network.
+    """
+    masks = prune_masks(posterior, fraction, by, ctx)
+    weights = _apply(posterior, masks, ctx)
+    weights_left = sum(int(m.sum()) for m in masks.values())
+    layout = _layout(posterior, fraction, by, weights_left)
+    dense = {k: w.as_in_context(mx.cpu()) for k, w in zip(posterior.keys, weights,
+                                                          strict=True)}
+    sparse = {k: (w.tostype("csr") if k in masks and w.ndim == 2 else w)
+              for k, w in dense.items()}
+    sparse["__layout__"] = dense["__layout__"] = _layout_array(layout)
+    path = os.fspath(path)
+    atomic_nd_save(path, sparse)
+    fd, tmp = tempfile.mkstemp(prefix=".tmp-dense-", suffix=".params",
+                               dir=os.path.dirname(os.path.abspath(path)))
+    os.close(fd)
+    try:
+        mx.nd.save(tmp, dense)
+        dense_bytes = os.path.getsize(tmp)
+    finally:
+        os.remove(tmp)
+    return {"path": path, "bytes": os.path.getsize(path), "dense_bytes": dense_bytes,
+            "weights_left": weights_left, "num_weights": layout["num_weights"],
+            "fraction": float(fraction), "by": by}
+
+
+def load_pruned(path, net):
+    """Set ``net``'s Dense parameters to the (densified) arrays of an exported file.
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+        A file written by :func:`export_pruned`.
+    net : gluon.Block
+        An initialised network of the same architecture; afterwards an ordinary network
+        that predicts with the pruned means (``predict_proba(net, X)``).
+
+    Returns
+    -------
+    dict
+        The file's layout (``fraction``, ``by``, ``weights_left``, ``num_weights``, ...).
+
+    Raises
+    ------
+    ValueError
+        If the file is missing, corrupt or not a pruned export.
+    PosteriorMismatchError
+        If its arrays do not fit ``net``.
+    """
+    arrays = read_nd_file(path)
+    try:
+        layout = json.loads(bytes(arrays.pop("__layout__").asnumpy().tobytes()).decode())
+        if layout.get("format") != _FORMAT:
+            raise ValueError
+    except (KeyError, ValueError, UnicodeDecodeError):
+        raise ValueError(f"{os.fspath(path)} is not a bbb_gluon pruned-network file") from None
+    named = dense_parameters(net)
+    theirs = {k: tuple(a.shape) for k, a in arrays.items()}
+    mine = {k: tuple(p.shape) for k, p in named.items()}
+    if theirs != mine:
+        raise PosteriorMismatchError(f"{os.fspath(path)} holds arrays {theirs}, the network "
+                                     f"has {mine}")
+    for key, param in named.items():
+        param.set_data(arrays[key].tostype("default"))
+    return layout

@@ -1,0 +1,395 @@
+"""Tests for the ``bbb-gluon`` command line: ``train``, ``demo``, their errors and help.
+
+Most commands run in-process through ``bbb_gluon.cli.main(argv)`` (fast, output through
+capsys); the demo, a resume, Ctrl-C and some error paths run as real subprocesses to
+check the exit status and that stderr holds no traceback.
+"""
+
+import contextlib
+import io
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import mxnet as mx
+import pytest
+
+import bbb_gluon.training
+from bbb_gluon.cli import main
+from bbb_gluon.data import load_dataset
+from bbb_gluon.prediction import error_rate, predict_proba
+from bbb_gluon.training import TrainingInterrupted, load_run
+
+PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
+TINY = ["--subset", "1000", "--hidden", "32", "--epochs", "2", "--eval-samples", "2",
+        "--test-samples", "2", "--no-progress"]
+QUICK = ["--subset", "200", "--hidden", "8", "--epochs", "1", "--eval-samples", "0",
+         "--test-samples", "0", "--no-progress"]
+
+
+def snapshot(folder):
+    folder = Path(folder)
+    return {str(p.relative_to(folder)): (p.read_bytes(), p.stat().st_mtime_ns)
+            for p in sorted(folder.rglob("*")) if p.is_file()}
+
+
+def run_in_process(argv):
+    """``main(argv)`` with stdout/stderr captured: (status, stdout, stderr)."""
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        try:
+            status = main(argv)
+        except SystemExit as e:  # argparse: --help, usage errors
+            status = e.code
+    return status, out.getvalue(), err.getvalue()
+
+
+def run_subprocess(argv, cwd, env=None, timeout=300):
+    """``python -m bbb_gluon argv`` in ``cwd`` (a scratch folder, not the repository)."""
+    full_env = dict(os.environ)
+    full_env.update(env or {})
+    return subprocess.run([sys.executable, "-m", "bbb_gluon", *argv], capture_output=True,
+                          text=True, env=full_env, cwd=cwd, timeout=timeout)
+
+
+def assert_usage_error(status, stderr, message=None):
+    """Exit status 2 and exactly one stderr line, 'bbb-gluon <command>: error: ...'."""
+    assert status == 2, stderr
+    assert "Traceback" not in stderr
+    lines = [line for line in stderr.splitlines() if line.strip()]
+    assert len(lines) == 1, stderr
+    assert lines[0].startswith("bbb-gluon"), stderr
+    assert ": error: " in lines[0]
+    if message is not None:
+        assert re.search(message, lines[0]), lines[0]
+
+
+@pytest.fixture(scope="module")
+def trained_run(data_root, tmp_path_factory):
+    """One finished ``train`` run (bbb, 1000 images, 2 epochs): (folder, status, stdout)."""
+    out = tmp_path_factory.mktemp("cli") / "run"
+    status, stdout, stderr = run_in_process(["train", *TINY, "--out", str(out)])
+    assert status == 0, stderr
+    return out, stdout
+
+
+@pytest.fixture
+def run_copy(trained_run, tmp_path):
+    """A private copy of the finished run, free to be spoilt."""
+    copy = tmp_path / "run"
+    shutil.copytree(trained_run[0], copy)
+    return copy
+
+
+# --------------------------------------------------------------------------- train
+
+
+def test_train_writes_the_run_folder(trained_run, data_root):
+    out, stdout = trained_run
+    for name in ("config.json", "metrics.json", "history.csv", "history.json",
+                 "learning_curve.png", "checkpoints/latest.params", "checkpoints/best.params"):
+        assert (out / name).is_file(), name
+    assert (out / "learning_curve.png").read_bytes().startswith(PNG_SIGNATURE)
+
+    config = json.loads((out / "config.json").read_text())
+    assert config["train"]["hidden"] == [32] and config["train"]["epochs"] == 2
+    assert config["train"]["model"] == "bbb" and config["train"]["eval_samples"] == 2
+    assert config["data"]["subset"] == 1000 and config["data"]["dataset"] == "mnist"
+
+    metrics = json.loads((out / "metrics.json").read_text())
+    for key in ("test_error_means", "test_error_mc", "epochs", "best_epoch",
+                "seconds_per_epoch"):
+        assert key in metrics, key
+    assert metrics["epochs"] == 2
+    assert metrics["best_epoch"] in (1, 2)
+    assert 0 <= metrics["test_error_means"] <= 1 and 0 <= metrics["test_error_mc"] <= 1
+    assert metrics["seconds_per_epoch"] >= 0
+
+    history = json.loads((out / "history.json").read_text())
+    assert [row["epoch"] for row in history] == [1, 2]
+    assert len((out / "history.csv").read_text().splitlines()) == 3
+    assert metrics["best_valid_error"] == min(row["valid_error"] for row in history)
+    assert history[metrics["best_epoch"] - 1]["valid_error"] == metrics["best_valid_error"]
+
+    # The printed lines say where everything went and what the test error is.
+    assert f"run folder {out}" in stdout
+    assert f"wrote {out}/config.json" in stdout and "metrics.json" in stdout
+    assert f"test error {100 * metrics['test_error_means']:.2f}%" in stdout
+
+    # metrics.json's test error is that of the best checkpoint on the (subset) test split.
+    net, posterior, _, _ = load_run(out, "best")
+    splits = load_dataset("mnist", root=data_root, subset=1000)
+    Xt, yt = splits.test
+    assert error_rate(predict_proba(net, Xt, posterior, 0), yt) == metrics["test_error_means"]
+
+
+def test_train_plain_on_two_cpu_contexts(data_root, tmp_path, capsys):
+    out = tmp_path / "run"
+    status = main(["train", *QUICK, "--model", "plain", "--ctx", "cpu:0,cpu:1",
+                   "--out", str(out)])
+    captured = capsys.readouterr()
+    assert status == 0, captured.err
+    metrics = json.loads((out / "metrics.json").read_text())
+    assert metrics["model"] == "plain" and metrics["epochs"] == 1
+    assert "test_error_mc" not in metrics
+
+
+def test_resume_continues_to_more_epochs(run_copy):
+    before = json.loads((run_copy / "history.json").read_text())
+    done = run_subprocess(["train", "--out", str(run_copy), "--resume", "--epochs", "3",
+                           "--no-progress"], cwd=run_copy.parent)
+    assert done.returncode == 0, done.stderr
+    assert "Traceback" not in done.stderr
+    metrics = json.loads((run_copy / "metrics.json").read_text())
+    assert metrics["epochs"] == 3
+    history = json.loads((run_copy / "history.json").read_text())
+    assert [row["epoch"] for row in history] == [1, 2, 3]
+    assert history[:2] == before
+    assert json.loads((run_copy / "config.json").read_text())["train"]["epochs"] == 3
+
+
+@pytest.mark.parametrize("how, epochs_args, expected", [
+    pytest.param("argv", ["--epochs", "3"], 3, id="main(argv)"),
+    pytest.param("sys.argv", ["--epochs=3"], 3, id="--epochs=3"),
+    pytest.param("sys.argv", ["--epochs", "3"], 3, id="--epochs-3"),
+    pytest.param("sys.argv", [], 2, id="stored-epochs"),
+])
+def test_resume_takes_epochs_from_the_command_line(run_copy, monkeypatch, how, epochs_args,
+                                                   expected):
+    seen = []
+
+    def fake_fit(config, *args, **kwargs):
+        seen.append((config.epochs, kwargs.get("resume")))
+        raise TrainingInterrupted("stopped by the test")
+
+    monkeypatch.setattr(bbb_gluon.training, "fit", fake_fit)
+    argv = ["train", "--out", str(run_copy), "--resume", "--no-progress", *epochs_args]
+    if how == "argv":
+        status, _, stderr = run_in_process(argv)
+    else:
+        monkeypatch.setattr(sys, "argv", ["bbb-gluon", *argv])
+        status, _, stderr = run_in_process(None)
+    assert status == 130, stderr
+    assert seen == [(expected, True)]
+
+
+def test_ctrl_c_saves_a_checkpoint_and_exits_130(data_root, tmp_path):
+    out = tmp_path / "run"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "bbb_gluon", "train", "--subset", "2000", "--hidden", "32",
+         "--epochs", "100", "--batch-size", "32", "--eval-samples", "1", "--no-progress",
+         "--out", str(out)],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=tmp_path)
+    try:
+        deadline = time.monotonic() + 180
+        while time.monotonic() < deadline and proc.poll() is None:
+            if (out / "history.json").is_file():
+                break
+            time.sleep(0.02)
+        assert proc.poll() is None, proc.communicate()
+        proc.send_signal(signal.SIGINT)
+        stdout, stderr = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 130, stderr
+    assert "Traceback" not in stderr
+    assert "interrupted: checkpoint saved" in stderr and "--resume" in stderr
+    assert (out / "checkpoints" / "latest.params").is_file()
+    assert not (out / "metrics.json").exists()
+
+
+# --------------------------------------------------------------------------- demo
+
+
+def test_demo_separates_the_moons(tmp_path):
+    out = tmp_path / "demo"
+    done = run_subprocess(["demo", "--samples", "100", "--no-progress", "--out", str(out)],
+                          cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert "Traceback" not in done.stderr
+    match = re.search(r"test accuracy ([0-9.]+)%", done.stdout)
+    assert match, done.stdout
+    assert float(match.group(1)) >= 90.0
+    for name in ("demo_predictive_mean.png", "demo_predictive_std.png"):
+        assert (out / name).read_bytes().startswith(PNG_SIGNATURE), name
+        assert str(out / name) in done.stdout
+
+
+def test_demo_rejects_impossible_settings(tmp_path):
+    for args in (["--epochs", "0"], ["--samples", "0"]):
+        out = tmp_path / "demo"
+        status, _, stderr = run_in_process(["demo", *args, "--no-progress", "--out", str(out)])
+        assert_usage_error(status, stderr, "must be >= 1")
+        assert not out.exists()
+
+
+# --------------------------------------------------------------------------- errors
+
+
+NEW_RUN_ERRORS = [
+    (["--dataset", "cifar10"], "unknown dataset 'cifar10'"),
+    (["--model", "bayes"], "unknown model 'bayes'"),
+    (["--lr", "-1"], "lr must be a finite number > 0"),
+    (["--lr", "nan"], "lr must be a finite number > 0"),
+    (["--epochs", "0"], "epochs must be an integer >= 1"),
+    (["--batch-size", "0"], "batch_size"),
+    (["--samples", "0"], "samples"),
+    (["--log-sigma1", "-6", "--log-sigma2", "0"], "sigma1 must be larger than sigma2"),
+    (["--log-sigma2", "1"], "sigma1 must be larger than sigma2"),
+    (["--pi", "1.5"], "pi is a mixture weight"),
+    (["--pi", "0"], "pi is a mixture weight"),
+    (["--prior", "gaussian", "--prior-sigma", "0"], "sigma"),
+    (["--complexity", "kl"], "needs a Gaussian prior"),
+    (["--dropout", "1"], "dropout"),
+    (["--test-samples", "-1"], "--test-samples"),
+    (["--num-valid", "60000"], "num_valid"),
+    (["--subset", "0"], "subset"),
+    (["--ctx", "tpu"], "--ctx"),
+    (["--ctx", "cpu:0,cpu:0"], "twice"),
+    (["--resume"], "--resume needs --out"),
+]
+
+
+@pytest.mark.parametrize("args, message", NEW_RUN_ERRORS,
+                         ids=[" ".join(a) for a, _ in NEW_RUN_ERRORS])
+def test_train_errors_exit_2_and_create_nothing(data_root, tmp_path, monkeypatch, args,
+                                                message):
+    monkeypatch.chdir(tmp_path)  # a default --out would land here
+    out = tmp_path / "new"
+    argv = ["train", *QUICK, *args]
+    if args != ["--resume"]:
+        argv += ["--out", str(out)]
+    status, _, stderr = run_in_process(argv)
+    assert_usage_error(status, stderr, re.escape(message))
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.skipif(mx.context.num_gpus() > 0, reason="this machine has a GPU")
+def test_gpu_context_on_a_machine_without_gpu(data_root, tmp_path):
+    out = tmp_path / "new"
+    status, _, stderr = run_in_process(["train", *QUICK, "--ctx", "gpu", "--out", str(out)])
+    assert_usage_error(status, stderr, "--ctx: gpu requested but this machine has 0 GPU")
+    assert not out.exists()
+
+
+def test_out_pointing_at_an_existing_run_without_resume(run_copy):
+    before = snapshot(run_copy)
+    for extra in ([], ["--model", "plain", "--hidden", "16"]):
+        status, _, stderr = run_in_process(["train", *QUICK, *extra, "--out", str(run_copy)])
+        assert_usage_error(status, stderr, "already holds a run")
+    assert snapshot(run_copy) == before
+
+
+def test_resume_of_a_folder_that_is_not_a_run(data_root, tmp_path):
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    (empty / "notes.txt").write_text("keep me")
+    status, _, stderr = run_in_process(["train", "--out", str(empty), "--resume"])
+    assert_usage_error(status, stderr, "is not a run folder")
+    assert [p.name for p in empty.iterdir()] == ["notes.txt"]
+    missing = tmp_path / "missing"
+    status, _, stderr = run_in_process(["train", "--out", str(missing), "--resume"])
+    assert_usage_error(status, stderr, "is not a run folder")
+    assert not missing.exists()
+
+
+def test_resume_with_an_unreadable_config(run_copy):
+    (run_copy / "config.json").write_text("{not json")
+    before = snapshot(run_copy)
+    status, _, stderr = run_in_process(["train", "--out", str(run_copy), "--resume"])
+    assert_usage_error(status, stderr, "corrupt or not a bbb_gluon run configuration")
+    assert snapshot(run_copy) == before
+
+
+def test_resume_of_a_checkpoint_from_another_architecture(run_copy):
+    path = run_copy / "config.json"
+    config = json.loads(path.read_text())
+    config["train"]["hidden"] = [16]
+    path.write_text(json.dumps(config))
+    before = snapshot(run_copy)
+    status, _, stderr = run_in_process(["train", "--out", str(run_copy), "--resume",
+                                        "--no-progress"])
+    assert_usage_error(status, stderr, r"another model: hidden is \[32\] there, \[16\] here")
+    assert snapshot(run_copy) == before
+
+
+def test_resume_of_a_corrupt_checkpoint(run_copy):
+    latest = run_copy / "checkpoints" / "latest.params"
+    latest.write_bytes(os.urandom(3000))
+    before = snapshot(run_copy)
+    done = run_subprocess(["train", "--out", str(run_copy), "--resume", "--no-progress"],
+                          cwd=run_copy.parent)
+    assert_usage_error(done.returncode, done.stderr, "corrupt")
+    assert str(latest) in done.stderr
+    assert snapshot(run_copy) == before  # the corrupt file is still there, byte-identical
+
+
+def test_missing_data_names_the_environment_variable(tmp_path, monkeypatch):
+    empty = tmp_path / "data"
+    empty.mkdir()
+    out = tmp_path / "new"
+    monkeypatch.setenv("BBB_GLUON_DATA", str(empty))
+    status, _, stderr = run_in_process(["train", *QUICK, "--out", str(out)])
+    assert_usage_error(status, stderr, "BBB_GLUON_DATA")
+    assert not out.exists()
+    done = run_subprocess(["train", *QUICK, "--out", str(out)], cwd=tmp_path,
+                          env={"BBB_GLUON_DATA": str(empty)})
+    assert_usage_error(done.returncode, done.stderr, "BBB_GLUON_DATA")
+    assert str(empty) in done.stderr
+    assert not out.exists()
+    assert list(empty.iterdir()) == []
+
+
+@pytest.mark.parametrize("args, message", [
+    (["train", "--hidden", "0"], "argument --hidden"),
+    (["train", "--transform", "x"], "argument --transform"),
+    (["train", "--weighting", "sometimes"], "argument --weighting"),
+    (["train", "--epochs", "two"], "argument --epochs"),
+    (["fly"], "invalid choice"),
+    ([], "required"),
+])
+def test_argument_errors_exit_2_without_traceback(tmp_path, monkeypatch, args, message):
+    monkeypatch.chdir(tmp_path)
+    status, stdout, stderr = run_in_process(args)
+    assert status == 2
+    assert "Traceback" not in stderr
+    last = stderr.strip().splitlines()[-1]
+    assert last.startswith("bbb-gluon") and ": error: " in last and message in last
+    assert list(tmp_path.iterdir()) == []
+
+
+# --------------------------------------------------------------------------- help
+
+
+def test_train_help_lists_its_options():
+    status, stdout, _ = run_in_process(["train", "--help"])
+    assert status == 0
+    for option in ("--resume", "--ctx", "--subset", "--weighting", "--prior", "--out",
+                   "--epochs", "--model", "--hidden", "--samples", "--eval-samples",
+                   "--test-samples", "--dataset", "--lr", "--pi", "--log-sigma1",
+                   "--log-sigma2", "--no-progress", "--data-dir"):
+        assert option in stdout, option
+
+
+def test_demo_help_lists_its_options():
+    status, stdout, _ = run_in_process(["demo", "--help"])
+    assert status == 0
+    for option in ("--samples", "--epochs", "--out", "--seed", "--no-progress"):
+        assert option in stdout, option
+
+
+def test_top_level_help_and_version():
+    status, stdout, _ = run_in_process(["--help"])
+    assert status == 0
+    assert "train" in stdout and "demo" in stdout
+    status, stdout, _ = run_in_process(["--version"])
+    assert status == 0
+    assert stdout.strip() == f"bbb_gluon {bbb_gluon.__version__}"

@@ -1,0 +1,98 @@
+"""Tests for bbb_gluon.plotting: every figure function runs on tiny arrays, returns a
+Figure with the expected number of axes, and writes a PNG when given a path."""
+
+import matplotlib.pyplot as plt
+import numpy as np
+import pytest
+from matplotlib.figure import Figure
+
+from bbb_gluon import metrics, plotting
+
+
+@pytest.fixture(autouse=True)
+def _close_figures():
+    yield
+    plt.close("all")
+
+
+def check(fig, num_axes, path):
+    assert isinstance(fig, Figure)
+    assert len(fig.axes) == num_axes
+    assert path.stat().st_size > 0
+    with open(path, "rb") as f:
+        assert f.read(8) == b"\x89PNG\r\n\x1a\n"
+
+
+def test_weight_density(tmp_path):
+    rng = np.random.default_rng(0)
+    weights = {"Bayes by Backprop": rng.normal(0, 0.1, (20, 30)),
+               "plain": rng.normal(0, 0.2, 500), "dropout": rng.laplace(0, 0.1, 500)}
+    fig = plotting.plot_weight_density(weights, tmp_path / "w.png", bins=30)
+    check(fig, 1, tmp_path / "w.png")
+    assert [t.get_text() for t in fig.axes[0].get_legend().get_texts()] == list(weights)
+
+
+def test_weight_density_needs_arrays():
+    with pytest.raises(ValueError):
+        plotting.plot_weight_density({})
+
+
+@pytest.mark.parametrize("fn", [plotting.plot_snr_histogram, plotting.plot_snr_cdf])
+def test_snr_plots_mark_the_cutoffs(tmp_path, fn):
+    snr = np.array([0.0, 0.01, 0.5, 1.0, 3.0, 10.0, 40.0])  # 0: a mean of exactly 0
+    cutoffs = {0.0: -np.inf, 0.5: 1.0, 0.75: 10.0, 1.0: np.inf}
+    fig = fn(snr, cutoffs, path=tmp_path / "snr.png")
+    check(fig, 1, tmp_path / "snr.png")
+    ax = fig.axes[0]
+    dashed = [line for line in ax.get_lines() if line.get_linestyle() == "--"]
+    # Only the fractions strictly between 0 and 1 have a finite cut-off to draw, in dB.
+    assert sorted(line.get_xdata()[0] for line in dashed) == pytest.approx([0.0, 10.0])
+
+
+def test_snr_cdf_reaches_one(tmp_path):
+    fig = plotting.plot_snr_cdf([1.0, 10.0, 100.0], path=tmp_path / "c.png")
+    line = fig.axes[0].get_lines()[0]
+    np.testing.assert_allclose(line.get_xdata(), [0.0, 10.0, 20.0])
+    np.testing.assert_allclose(line.get_ydata(), [1 / 3, 2 / 3, 1.0])
+
+
+def test_least_certain_shows_the_highest_entropies(tmp_path):
+    rng = np.random.default_rng(0)
+    images = rng.random((10, 784))
+    entropy = np.arange(10) / 10.0
+    predicted = np.arange(10) % 3
+    fig = plotting.plot_least_certain(images, predicted, entropy, num_images=5, ncols=3,
+                                      labels=np.zeros(10, int), path=tmp_path / "u.png")
+    check(fig, 5, tmp_path / "u.png")
+    titles = [ax.get_title() for ax in fig.axes]
+    assert titles[0] == "pred 0 (y 0)\nH=0.90"  # image 9 first: the most uncertain
+    assert [t.split("H=")[1] for t in titles] == ["0.90", "0.80", "0.70", "0.60", "0.50"]
+
+
+def test_least_certain_with_fewer_images_than_asked(tmp_path):
+    fig = plotting.plot_least_certain(np.zeros((2, 28, 28)), [1, 2], [0.1, 0.2],
+                                      path=tmp_path / "u.png")
+    check(fig, 2, tmp_path / "u.png")
+
+
+def test_reliability_diagram(tmp_path):
+    probs = np.array([[0.9, 0.1], [0.2, 0.8], [0.6, 0.4], [0.5, 0.5]])
+    rel = metrics.reliability_data(probs, [0, 0, 0, 1], num_bins=4)
+    fig = plotting.plot_reliability_diagram(rel, tmp_path / "r.png", ece=0.2)
+    check(fig, 2, tmp_path / "r.png")
+    assert "ECE 20.00%" in fig.axes[0].get_title()
+
+
+@pytest.mark.parametrize("with_mi, num_axes", [(False, 1), (True, 2)])
+def test_entropy_histograms(tmp_path, with_mi, num_axes):
+    rng = np.random.default_rng(0)
+    a, b = rng.random(50), rng.random(40) + 1
+    mi = (rng.random(50), rng.random(40)) if with_mi else (None, None)
+    fig = plotting.plot_entropy_histograms(a, b, *mi, path=tmp_path / "h.png")
+    check(fig, num_axes, tmp_path / "h.png")
+
+
+def test_plots_without_a_path_save_nothing(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    fig = plotting.plot_snr_histogram([1.0, 2.0])
+    assert isinstance(fig, Figure) and not list(tmp_path.iterdir())

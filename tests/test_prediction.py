@@ -1,0 +1,268 @@
+"""Tests for bbb_gluon.prediction: uncertainty measures and the Monte-Carlo predictive.
+
+- entropy, expected entropy, mutual information and per-class spread against values
+  worked out by hand (in the comments), to 1e-7;
+- ``predict_samples`` and ``predict_proba(num_samples=S)`` against a per-sample loop over
+  the same weight draws (noise state rewound with ``state_dict``/``load_state_dict``) with
+  a float64 NumPy forward pass, for the fused and the NumPy noise, hybridized or not;
+- the local reparameterisation of the first layer against a float64 re-computation with
+  the same noise, and in distribution against weight sampling (within 5 standard errors);
+- ``uncertainty`` for weight samples, MC dropout and a deterministic net.
+"""
+
+import mxnet as mx
+import numpy as np
+import pytest
+from mxnet.gluon import nn
+
+from bbb_gluon import Posterior, fused, prediction, use_weights
+from bbb_gluon.prediction import (
+    PREDICTION_STREAM,
+    class_std,
+    entropy,
+    expected_entropy,
+    mutual_information,
+    predict_proba,
+    predict_samples,
+    predictive_entropy,
+    uncertainty,
+)
+
+LOG2 = 0.6931471805599453
+
+# Two samples of two examples. Example 0: the samples are certain and disagree;
+# example 1: [0.8, 0.2] and [0.4, 0.6].
+SAMPLES = np.array([[[1.0, 0.0], [0.8, 0.2]],
+                    [[0.0, 1.0], [0.4, 0.6]]])
+
+
+# --------------------------------------------------------------------------- pure functions
+
+
+def test_entropy_by_hand():
+    np.testing.assert_allclose(entropy([[0.5, 0.5], [1.0, 0.0]]), [LOG2, 0.0], atol=1e-12)
+    assert entropy([0.25] * 4) == pytest.approx(2 * LOG2, abs=1e-12)
+    # 0 log 0 counts as 0, not NaN
+    assert entropy([0.0, 0.5, 0.5]) == pytest.approx(LOG2, abs=1e-12)
+
+
+def test_predictive_entropy_by_hand():
+    # Example 0: mean [0.5, 0.5] -> log 2. Example 1: mean [0.6, 0.4] ->
+    # -(0.6 log 0.6 + 0.4 log 0.4) = 0.6 * 0.5108256238 + 0.4 * 0.9162907319 = 0.6730116670
+    np.testing.assert_allclose(predictive_entropy(SAMPLES), [LOG2, 0.6730116670], atol=1e-9)
+
+
+def test_expected_entropy_by_hand():
+    # Example 0: both samples certain -> 0. Example 1: H(0.8, 0.2) = 0.8 * 0.2231435513
+    # + 0.2 * 1.6094379124 = 0.5004024235 and H(0.4, 0.6) = 0.6730116670: mean 0.5867070453
+    np.testing.assert_allclose(expected_entropy(SAMPLES), [0.0, 0.5867070453], atol=1e-9)
+
+
+def test_mutual_information_by_hand():
+    # Predictive minus expected: log 2 - 0 and 0.6730116670 - 0.5867070453 = 0.0863046217
+    np.testing.assert_allclose(mutual_information(SAMPLES), [LOG2, 0.0863046217], atol=1e-9)
+
+
+def test_mutual_information_is_zero_when_samples_agree():
+    same = np.repeat(np.array([[[0.7, 0.2, 0.1]]]), 5, axis=0)
+    assert mutual_information(same)[0] == 0.0  # clipped, never a tiny negative number
+    assert expected_entropy(same)[0] == pytest.approx(predictive_entropy(same)[0])
+
+
+def test_class_std_by_hand():
+    # Example 0: values 1 and 0 -> std 0.5 per class; example 1: 0.8/0.4 -> 0.2.
+    np.testing.assert_allclose(class_std(SAMPLES), [[0.5, 0.5], [0.2, 0.2]], atol=1e-12)
+
+
+@pytest.mark.parametrize("fn", [predictive_entropy, expected_entropy, mutual_information,
+                                class_std])
+def test_per_sample_functions_need_three_axes(fn):
+    with pytest.raises(ValueError, match=r"\(S, N, C\)"):
+        fn(np.ones((3, 2)) / 2)
+
+
+def test_measures_are_vectorised_over_many_samples():
+    rng = np.random.default_rng(0)
+    p = rng.dirichlet(np.ones(4), size=(50, 30))  # (S=50, N=30, C=4)
+    loop = np.array([np.mean([-np.sum(p[s, n] * np.log(p[s, n])) for s in range(50)])
+                     for n in range(30)])
+    np.testing.assert_allclose(expected_entropy(p), loop, rtol=1e-12)
+    assert np.all(mutual_information(p) >= 0)
+    np.testing.assert_allclose(predictive_entropy(p),
+                               expected_entropy(p) + mutual_information(p), rtol=1e-12)
+
+
+# --------------------------------------------------------------------------- MC predictive
+
+
+def make_net(units=(6, 8, 3), hybrid=False, seed=1, rho_init=-1.5):
+    net = nn.HybridSequential()
+    with net.name_scope():
+        net.add(nn.Dense(units[1], activation="relu", in_units=units[0]))
+        net.add(nn.Dense(units[2], in_units=units[1]))
+    net.initialize(mx.init.Normal(0.5))
+    if hybrid:
+        net.hybridize()
+    posterior = Posterior(net, mu_scale=0.8, rho_init=rho_init, seed=seed)
+    return net, posterior
+
+
+def softmax64(z):
+    z = z - z.max(axis=1, keepdims=True)
+    e = np.exp(z)
+    return e / e.sum(axis=1, keepdims=True)
+
+
+def forward64(X, weights):
+    w0, b0, w1, b1 = (w.asnumpy().astype(np.float64) for w in weights)
+    return softmax64(np.maximum(X @ w0.T + b0, 0.0) @ w1.T + b1)
+
+
+@pytest.fixture(params=["fused", "numpy"])
+def noise_engine(request, monkeypatch):
+    """Each test twice: with the fused kernels' noise and with NumPy's."""
+    if request.param == "fused":
+        if not fused.available():
+            pytest.skip(f"fused kernels unavailable: {fused.unavailable_reason()}")
+    else:
+        monkeypatch.setattr(fused, "available", lambda: False)
+    return request.param
+
+
+def inputs(n=7, d=6, seed=0):
+    return np.random.default_rng(seed).normal(size=(n, d)).astype(np.float32)
+
+
+@pytest.mark.parametrize("hybrid", [False, True])
+def test_predict_samples_equals_a_loop_over_the_same_draws(noise_engine, hybrid):
+    net, posterior = make_net(hybrid=hybrid)
+    X = inputs()
+    state = posterior.noise.state_dict()
+    samples = predict_samples(net, posterior, X, 5, batch_size=3)
+    posterior.noise.load_state_dict(state)
+    loop = np.stack([forward64(X, prediction._draw_weights(posterior, mx.cpu()))
+                     for _ in range(5)])
+    np.testing.assert_allclose(samples, loop, rtol=1e-5, atol=1e-6)
+    # the draws differ from one another, so the comparison is not vacuous
+    assert np.abs(samples[0] - samples[1]).max() > 1e-3
+
+
+@pytest.mark.parametrize("hybrid", [False, True])
+def test_mc_mean_with_weight_sampling_equals_a_loop(noise_engine, hybrid, monkeypatch):
+    net, posterior = make_net(hybrid=hybrid)
+    X = inputs()
+    monkeypatch.setattr(prediction, "_first_dense", lambda net, posterior: None)
+    state = posterior.noise.state_dict()
+    mean = predict_proba(net, X, posterior, 6, batch_size=4)
+    posterior.noise.load_state_dict(state)
+    loop = np.mean([forward64(X, prediction._draw_weights(posterior, mx.cpu()))
+                    for _ in range(6)], axis=0)
+    np.testing.assert_allclose(mean, loop, rtol=1e-5, atol=1e-6)
+    posterior.noise.load_state_dict(state)
+    np.testing.assert_allclose(mean, predict_samples(net, posterior, X, 6).mean(axis=0),
+                               rtol=1e-5, atol=1e-6)
+
+
+def test_local_reparameterisation_equals_its_float64_recomputation(noise_engine):
+    """Same noise, recomputed by hand: first-layer pre-activations mean + std * zeta."""
+    net, posterior = make_net()
+    assert prediction._first_dense(net, posterior) is not None
+    X = inputs(n=5)
+    state = posterior.noise.state_dict()
+    got = predict_proba(net, X, posterior, 4, batch_size=5)
+    posterior.noise.load_state_dict(state)
+    mu0, mub = (a.asnumpy().astype(np.float64) for a in posterior.mu()[:2])
+    s0, sb = (a.asnumpy().astype(np.float64) for a in posterior.sigma()[:2])
+    mean = X @ mu0.T + mub
+    std = np.sqrt(X.astype(np.float64) ** 2 @ (s0 ** 2).T + sb ** 2)
+    rng = np.random.default_rng([posterior.seed, PREDICTION_STREAM])
+    probs = []
+    for _ in range(4):
+        w = prediction._draw_weights(posterior, mx.cpu())
+        counter = posterior.noise.advance(PREDICTION_STREAM)
+        if noise_engine == "fused":
+            zeta = mx.nd.bbb_normal(mx.nd.zeros(mean.shape), seed=posterior.noise.seed,
+                                    stream=PREDICTION_STREAM, counter=counter,
+                                    layer=1000).asnumpy()
+        else:
+            zeta = rng.standard_normal(mean.shape, dtype=np.float32)
+        hidden = np.maximum(mean + std * zeta, 0.0)
+        w1, b1 = (a.asnumpy().astype(np.float64) for a in w[2:])
+        probs.append(softmax64(hidden @ w1.T + b1))
+    np.testing.assert_allclose(got, np.mean(probs, axis=0), rtol=1e-4, atol=1e-6)
+
+
+def test_local_reparameterisation_matches_weight_sampling_in_distribution():
+    net, posterior = make_net(rho_init=-1.0)
+    X = inputs(n=8)
+    S = 3000
+    local = predict_proba(net, X, posterior, S)  # local reparameterisation, first layer
+    per_sample = predict_samples(net, posterior, X, S)  # every weight sampled
+    sampled = per_sample.mean(axis=0)
+    # Standard error of the difference of two independent S-sample means.
+    se = np.sqrt(2.0 / S) * per_sample.std(axis=0) + 1e-6
+    assert np.all(np.abs(local - sampled) < 5 * se), np.max(np.abs(local - sampled) / se)
+    # The noise matters here: both are far (in standard errors) from the means' prediction.
+    means = predict_proba(net, X, posterior, 0)
+    assert np.max(np.abs(means - sampled) / se) > 20
+
+
+# --------------------------------------------------------------------------- uncertainty()
+
+
+def test_uncertainty_with_weight_samples_agrees_with_predict_samples():
+    net, posterior = make_net()
+    X = inputs()
+    state = posterior.noise.state_dict()
+    u = uncertainty(net, posterior, X, 7)
+    posterior.noise.load_state_dict(state)
+    samples = predict_samples(net, posterior, X, 7)
+    assert u["sample_probs"].shape == (7, 7, 3)
+    np.testing.assert_allclose(u["probs"], samples.mean(axis=0), rtol=1e-6)
+    np.testing.assert_allclose(u["mutual_information"], mutual_information(samples),
+                               rtol=1e-6, atol=1e-9)
+    np.testing.assert_allclose(u["predictive_entropy"], predictive_entropy(samples), rtol=1e-6)
+    np.testing.assert_allclose(u["expected_entropy"], expected_entropy(samples), rtol=1e-6)
+    np.testing.assert_allclose(u["std"], class_std(samples), rtol=1e-6, atol=1e-9)
+    assert np.all(u["mutual_information"] > 0)
+
+
+def dropout_net():
+    net = nn.HybridSequential()
+    with net.name_scope():
+        net.add(nn.Dense(16, activation="relu", in_units=6))
+        net.add(nn.Dropout(0.5))
+        net.add(nn.Dense(3, in_units=16))
+    net.initialize(mx.init.Normal(0.5))
+    return net
+
+
+def test_uncertainty_with_mc_dropout_and_deterministic():
+    net = dropout_net()
+    X = inputs()
+    u = uncertainty(net, None, X, 20, mc_dropout=True)
+    assert u["sample_probs"].shape == (20, 7, 3)
+    np.testing.assert_allclose(u["probs"].sum(axis=1), 1.0, rtol=1e-6)
+    assert np.all(u["mutual_information"] > 0) and np.all(u["std"].max(axis=1) > 0)
+    det = uncertainty(net, None, X, 20)
+    assert det["sample_probs"].shape == (1, 7, 3)
+    np.testing.assert_array_equal(det["mutual_information"], 0.0)
+    np.testing.assert_allclose(det["probs"], predict_proba(net, X), rtol=1e-6)
+
+
+@pytest.mark.parametrize("bad", [0, -1, 1.5, True])
+def test_uncertainty_rejects_bad_sample_counts(bad):
+    net, posterior = make_net()
+    with pytest.raises(ValueError, match="num_samples"):
+        uncertainty(net, posterior, inputs(), bad)
+
+
+def test_weights_go_back_after_prediction():
+    net, posterior = make_net()
+    before = [p.data().asnumpy().copy() for p in net.collect_params().values()]
+    uncertainty(net, posterior, inputs(), 3)
+    with use_weights(net, posterior, posterior.mu()):
+        pass
+    after = [p.data().asnumpy() for p in net.collect_params().values()]
+    for a, b in zip(before, after, strict=True):
+        np.testing.assert_array_equal(a, b)

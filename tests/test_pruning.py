@@ -1,0 +1,315 @@
+"""Tests for bbb_gluon.pruning and ``bbb-gluon prune``.
+
+The ranking is checked on a posterior whose mu and rho are set by hand, so which weights
+go at each fraction is worked out in the comments; fraction 0 must leave predictions
+bit-identical to the means, fraction 1 every weight (not bias) zero; the sparse export
+must load back to the same predictions and be smaller than dense at 90% removed. The
+command runs in-process on a tiny real-MNIST run trained once for the module.
+"""
+
+import csv
+import json
+import shutil
+import subprocess
+import sys
+
+import mxnet as mx
+import numpy as np
+import pytest
+from mxnet.gluon import nn
+
+from bbb_gluon import Posterior, PosteriorMismatchError, ops, use_means, use_weights
+from bbb_gluon.cli import main
+from bbb_gluon.prediction import predict_proba
+from bbb_gluon.pruning import (
+    evaluate_pruning,
+    export_pruned,
+    load_pruned,
+    prunable_keys,
+    prune_masks,
+    pruned_weights,
+    pruning_scores,
+    thresholds,
+)
+
+
+def make_net(units=(2, 2, 1), seed=0):
+    net = nn.HybridSequential()
+    with net.name_scope():
+        net.add(nn.Dense(units[1], activation="tanh", in_units=units[0]))
+        net.add(nn.Dense(units[2], in_units=units[1]))
+    net.initialize(mx.init.Normal(0.5))
+    return net, Posterior(net, seed=seed)
+
+
+def set_posterior(posterior, mus, sigmas):
+    """Put hand-chosen mu and sigma (as rho = softplus^-1(sigma)) into the posterior."""
+    for key, mu, sigma in zip(posterior.keys, mus, sigmas, strict=True):
+        rho = np.log(np.expm1(np.asarray(sigma, dtype=np.float64)))
+        posterior.params[f"{posterior.params.prefix}{key}_mu"].set_data(
+            mx.nd.array(np.asarray(mu, dtype=np.float32)))
+        posterior.params[f"{posterior.params.prefix}{key}_rho"].set_data(
+            mx.nd.array(rho.astype(np.float32)))
+
+
+@pytest.fixture
+def hand_posterior():
+    # Weights (4 in layer 0, 2 in layer 1) with:
+    #   mu    = [[1, 2], [3, 4]]   and [[0.5, -5]]
+    #   sigma = [[0.1, 10], [1, 1]] and [[0.01, 100]]
+    #   |mu|/sigma = [[10, 0.2], [3, 4]] and [[50, 0.05]]
+    # so the two rankings disagree. Biases are 7 and -7 with sigma 1 and 1e-3.
+    net, posterior = make_net()
+    set_posterior(posterior,
+                  mus=[[[1, 2], [3, 4]], [7, -7], [[0.5, -5]], [0.25]],
+                  sigmas=[[[0.1, 10], [1, 1]], [1, 1e-3], [[0.01, 100]], [1.0]])
+    return net, posterior
+
+
+def test_only_weights_are_pruned(hand_posterior):
+    _, posterior = hand_posterior
+    assert prunable_keys(posterior) == ["0.weight", "1.weight"]
+
+
+def test_scores_are_the_stated_ones(hand_posterior):
+    _, posterior = hand_posterior
+    snr = pruning_scores(posterior, "snr")
+    np.testing.assert_allclose(snr["0.weight"], [[10, 0.2], [3, 4]], rtol=1e-4)
+    np.testing.assert_allclose(snr["1.weight"], [[50, 0.05]], rtol=1e-4)
+    mu = pruning_scores(posterior, "abs_mu")
+    np.testing.assert_array_equal(mu["0.weight"], [[1, 2], [3, 4]])
+    np.testing.assert_array_equal(mu["1.weight"], [[0.5, 5]])
+
+
+def test_half_pruned_by_snr_removes_the_three_lowest_ratios(hand_posterior):
+    _, posterior = hand_posterior
+    # Lowest three of 10, 0.2, 3, 4, 50, 0.05: 0.05, 0.2 and 3.
+    masks = prune_masks(posterior, 0.5, "snr")
+    np.testing.assert_array_equal(masks["0.weight"], [[True, False], [False, True]])
+    np.testing.assert_array_equal(masks["1.weight"], [[True, False]])
+    w = [a.asnumpy() for a in pruned_weights(posterior, 0.5, "snr")]
+    np.testing.assert_array_equal(w[0], [[1, 0], [0, 4]])
+    np.testing.assert_array_equal(w[2], [[0.5, 0]])
+    np.testing.assert_array_equal(w[1], [7, -7])  # biases as they were
+
+
+def test_half_pruned_by_abs_mu_removes_the_three_smallest_means(hand_posterior):
+    _, posterior = hand_posterior
+    # Lowest three of |mu| 1, 2, 3, 4, 0.5, 5: 0.5, 1 and 2.
+    masks = prune_masks(posterior, 0.5, "abs_mu")
+    np.testing.assert_array_equal(masks["0.weight"], [[False, False], [True, True]])
+    np.testing.assert_array_equal(masks["1.weight"], [[False, True]])
+
+
+def test_thresholds_by_hand():
+    scores = {"a": np.array([[10, 0.2], [3, 4]]), "b": np.array([[50, 0.05]])}
+    # Sorted: 0.05 0.2 3 4 10 50. Removing k = round(f * 6): f=1/6 -> k=1, keep >= 0.2;
+    # f=0.5 -> k=3, keep >= 4; f=0.9 -> k=5, keep >= 50.
+    got = thresholds(scores, [0, 1 / 6, 0.5, 0.9, 1])
+    np.testing.assert_array_equal(got, [-np.inf, 0.2, 4, 50, np.inf])
+
+
+def test_tied_scores_at_the_threshold_are_all_kept():
+    got = thresholds([np.ones(10)], [0.5])
+    assert got[0] == 1.0  # keep >= 1: nothing removed, as documented
+
+
+@pytest.mark.parametrize("bad", [[-0.1], [1.5], [np.nan], []])
+def test_bad_fractions_raise(hand_posterior, bad):
+    with pytest.raises(ValueError):
+        thresholds([np.ones(3)], bad)
+
+
+def test_bad_score_name(hand_posterior):
+    with pytest.raises(ValueError, match="by must be"):
+        pruning_scores(hand_posterior[1], "sigma")
+
+
+@pytest.fixture
+def trained_like():
+    """A 20-30-4 net and a posterior with spread-out means and sigmas."""
+    net, posterior = make_net(units=(20, 30, 4), seed=3)
+    rng = np.random.default_rng(0)
+    sigmas = [ops.softplus(mx.nd.array(rng.normal(-3, 1, s))).asnumpy()
+              for s in posterior.shapes]
+    set_posterior(posterior, [m.asnumpy() for m in posterior.mu()], sigmas)
+    X = rng.normal(size=(64, 20)).astype(np.float32)
+    return net, posterior, X
+
+
+def test_fraction_zero_leaves_predictions_unchanged(trained_like):
+    net, posterior, X = trained_like
+    with use_means(net, posterior):
+        means = predict_proba(net, X)
+    with use_weights(net, posterior, pruned_weights(posterior, 0.0)):
+        pruned = predict_proba(net, X)
+    np.testing.assert_array_equal(pruned, means)
+
+
+def test_fraction_one_zeroes_every_weight_but_no_bias(trained_like):
+    net, posterior, X = trained_like
+    weights = pruned_weights(posterior, 1.0, "snr")
+    for key, w, mu in zip(posterior.keys, weights, posterior.mu(), strict=True):
+        if key.endswith("weight"):
+            assert not np.any(w.asnumpy()), key
+        else:
+            np.testing.assert_array_equal(w.asnumpy(), mu.asnumpy())
+
+
+def test_evaluate_pruning_table(trained_like):
+    net, posterior, X = trained_like
+    y = predict_proba(net, X, posterior, 0).argmax(axis=1)  # the means are 100% right
+    table = evaluate_pruning(net, posterior, X, y, [0, 0.5, 1])
+    assert [list(r) for r in table] == [["fraction", "weights_left", "error_by_snr",
+                                         "error_by_abs_mu"]] * 3
+    assert [r["fraction"] for r in table] == [0.0, 0.5, 1.0]
+    num_weights = 20 * 30 + 30 * 4
+    assert [r["weights_left"] for r in table] == [num_weights, num_weights // 2, 0]
+    assert table[0]["error_by_snr"] == table[0]["error_by_abs_mu"] == 0.0
+    # With no weights every example gets the class of the largest output bias.
+    bias_class = int(np.argmax(posterior.mu()[3].asnumpy()))
+    expected = float(np.mean(y != bias_class))
+    assert table[2]["error_by_snr"] == table[2]["error_by_abs_mu"] == expected
+
+
+def test_evaluate_pruning_matches_predicting_with_pruned_weights(trained_like):
+    net, posterior, X = trained_like
+    y = np.arange(len(X)) % 4
+    for by, column in (("snr", "error_by_snr"), ("abs_mu", "error_by_abs_mu")):
+        with use_weights(net, posterior, pruned_weights(posterior, 0.7, by)):
+            error = float(np.mean(predict_proba(net, X).argmax(axis=1) != y))
+        assert evaluate_pruning(net, posterior, X, y, [0.7])[0][column] == error
+
+
+def test_sparse_export_round_trips_and_is_smaller(trained_like, tmp_path):
+    net, posterior, X = trained_like
+    info = export_pruned(tmp_path / "pruned.params", posterior, 0.9, "snr")
+    assert info["bytes"] == (tmp_path / "pruned.params").stat().st_size
+    assert info["bytes"] < info["dense_bytes"]
+    assert info["weights_left"] == 72  # 720 weights, 648 removed
+    stored = mx.nd.load(str(tmp_path / "pruned.params"))
+    assert stored["0.weight"].stype == "csr" and stored["0.bias"].stype == "default"
+    assert stored["0.weight"].data.shape[0] + stored["1.weight"].data.shape[0] == 72
+    with use_weights(net, posterior, pruned_weights(posterior, 0.9, "snr")):
+        expected = predict_proba(net, X)
+    fresh, _ = make_net(units=(20, 30, 4), seed=9)
+    layout = load_pruned(tmp_path / "pruned.params", fresh)
+    assert layout["fraction"] == 0.9 and layout["by"] == "snr"
+    np.testing.assert_array_equal(predict_proba(fresh, X), expected)
+    assert not list(tmp_path.glob(".tmp-*"))
+
+
+def test_sparse_export_of_an_all_zero_net(trained_like, tmp_path):
+    net, posterior, X = trained_like
+    export_pruned(tmp_path / "p.params", posterior, 1.0)
+    fresh, _ = make_net(units=(20, 30, 4), seed=9)
+    load_pruned(tmp_path / "p.params", fresh)
+    assert not np.any(fresh[0].weight.data().asnumpy())
+    assert not np.any(fresh[1].weight.data().asnumpy())
+
+
+def test_load_pruned_rejects_other_files_and_nets(trained_like, tmp_path):
+    net, posterior, _ = trained_like
+    posterior.save(tmp_path / "posterior.params")
+    with pytest.raises(ValueError, match="not a bbb_gluon pruned"):
+        load_pruned(tmp_path / "posterior.params", net)
+    export_pruned(tmp_path / "p.params", posterior, 0.5)
+    other, _ = make_net(units=(20, 31, 4))
+    with pytest.raises(PosteriorMismatchError):
+        load_pruned(tmp_path / "p.params", other)
+
+
+# --------------------------------------------------------------------------- bbb-gluon prune
+
+
+@pytest.fixture(scope="module")
+def tiny_run(data_root, tmp_path_factory):
+    out = tmp_path_factory.mktemp("runs") / "bbb"
+    rc = main(["train", "--subset", "500", "--hidden", "32", "--epochs", "1",
+               "--eval-samples", "2", "--test-samples", "2", "--no-progress",
+               "--data-dir", str(data_root), "--out", str(out)])
+    assert rc == 0
+    return out
+
+
+@pytest.fixture
+def run(tiny_run, tmp_path):
+    return shutil.copytree(tiny_run, tmp_path / "run")
+
+
+def _one_line_error(capsys, rc):
+    err = capsys.readouterr().err
+    assert rc == 2
+    assert err.startswith("bbb-gluon prune: error: "), err
+    assert err.count("\n") == 1 and "Traceback" not in err, err
+    return err
+
+
+def test_prune_writes_table_export_and_plots(run, capsys):
+    assert main(["prune", str(run), "--fractions", "0,0.5,0.9"]) == 0
+    out = capsys.readouterr().out
+    with open(run / "pruning.csv") as f:
+        rows = list(csv.DictReader(f))
+    assert [float(r["fraction"]) for r in rows] == [0.0, 0.5, 0.9]
+    num_weights = 784 * 32 + 32 * 10
+    assert [int(r["weights_left"]) for r in rows] == [num_weights, num_weights // 2,
+                                                      round(0.1 * num_weights)]
+    trained = json.loads((run / "metrics.json").read_text())
+    # Nothing removed: the test error of the means that training reported.
+    assert float(rows[0]["error_by_snr"]) == pytest.approx(trained["test_error_means"])
+    assert float(rows[0]["error_by_abs_mu"]) == pytest.approx(trained["test_error_means"])
+    export = run / "pruned_0.9.params"
+    assert export.stat().st_size > 0
+    assert f"{export.stat().st_size:,} bytes" in out and "dense" in out
+    assert "by |mu|/sigma" in out
+    for name in ("snr_histogram.png", "snr_cdf.png"):
+        assert (run / name).stat().st_size > 0
+
+
+def test_prune_refuses_to_overwrite_without_force(run, capsys):
+    (run / "pruning.csv").write_text("keep me")
+    _one_line_error(capsys, main(["prune", str(run), "--fractions", "0.5"]))
+    assert (run / "pruning.csv").read_text() == "keep me"
+    assert not (run / "pruned_0.5.params").exists()
+    assert main(["prune", str(run), "--fractions", "0.5", "--force"]) == 0
+    assert (run / "pruning.csv").read_text().startswith("fraction,")
+
+
+@pytest.mark.parametrize("fractions", ["0,1.5", "-0.1", "a,b", "", "nan", "0.5,,x"])
+def test_prune_bad_fractions(run, capsys, fractions):
+    _one_line_error(capsys, main(["prune", str(run), "--fractions", fractions]))
+    assert not (run / "pruning.csv").exists()
+
+
+def test_prune_needs_a_bbb_run(run, capsys):
+    config = json.loads((run / "config.json").read_text())
+    config["train"]["model"] = "plain"
+    (run / "config.json").write_text(json.dumps(config))
+    err = _one_line_error(capsys, main(["prune", str(run)]))
+    assert "needs a bbb run" in err
+    assert not (run / "pruning.csv").exists()
+
+
+def test_prune_not_a_run_and_corrupt_checkpoint(run, tmp_path, capsys):
+    _one_line_error(capsys, main(["prune", str(tmp_path / "nowhere")]))
+    best = run / "checkpoints" / "best.params"
+    best.write_bytes(b"\0" * 100)
+    err = _one_line_error(capsys, main(["prune", str(run)]))
+    assert "corrupt" in err
+    assert not (run / "pruning.csv").exists()
+
+
+def test_prune_error_from_the_installed_command_has_no_traceback(tmp_path):
+    proc = subprocess.run([sys.executable, "-m", "bbb_gluon", "prune", str(tmp_path),
+                           "--fractions", "2"], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2
+    assert proc.stderr.count("\n") == 1 and "Traceback" not in proc.stderr, proc.stderr
+
+
+def test_prune_help_lists_every_option(capsys):
+    with pytest.raises(SystemExit) as exc:
+        main(["prune", "--help"])
+    assert exc.value.code == 0
+    text = capsys.readouterr().out
+    for option in ("RUN_DIR", "--fractions", "--data-dir", "--ctx", "--force"):
+        assert option in text
