@@ -225,7 +225,8 @@ def _read_run_config(run_dir):
     try:
         with open(path) as f:
             stored = json.load(f)
-        stored["train"], stored["data"]  # noqa: B018
+        if not (isinstance(stored["train"], dict) and isinstance(stored["data"], dict)):
+            raise TypeError
     except (ValueError, KeyError, TypeError):
         raise UsageError(f"{path} is corrupt or not a bbb_gluon run configuration") from None
     return stored
@@ -285,20 +286,29 @@ def _other_dataset(name):
     return others[0] if others else None
 
 
+def _read_run_settings(run_dir):
+    """config.json of a run folder, with its "train" and "data" sections checked to be
+    mappings (a hand-edited file must give a one-line error, not a traceback)."""
+    stored = _read_run_config(run_dir)
+    if not (isinstance(stored["train"], dict) and isinstance(stored["data"], dict)):
+        raise UsageError(f"{os.path.join(run_dir, 'config.json')} is corrupt or not a "
+                         "bbb_gluon run configuration")
+    return stored
+
+
 def _load_test_data(stored, seed, data_dir):
     """The run's test split (as it was trained) and its pixel transform."""
     from . import data
 
-    data_args = stored["data"]
     try:
-        dataset = data_args["dataset"]
-        splits = data.load_dataset(dataset, root=data_dir, transform=data_args["transform"],
-                                   num_valid=data_args["num_valid"], seed=seed,
-                                   subset=data_args["subset"])
-    except (KeyError, TypeError):
+        settings = {k: stored["data"][k] for k in ("dataset", "transform", "num_valid",
+                                                   "subset")}
+    except KeyError:
         raise UsageError("config.json has no usable data settings (dataset, transform, "
                          "num_valid, subset)") from None
-    return splits
+    return data.load_dataset(settings["dataset"], root=data_dir,
+                             transform=settings["transform"], num_valid=settings["num_valid"],
+                             seed=seed, subset=settings["subset"])
 
 
 def _json_safe(value):
@@ -317,31 +327,25 @@ def _json_safe(value):
     return value
 
 
-def _atomic_write(path, text):
-    from .training import _atomic_write_text
-
-    _atomic_write_text(path, text)
-
-
 def cmd_evaluate(args):
     """Test error, calibration, and OOD detection of a trained run."""
     import matplotlib.pyplot as plt
 
     from . import data, metrics, plotting
     from .prediction import error_rate, predict_proba, uncertainty
-    from .training import load_run
+    from .training import _atomic_write_text, load_run
 
     if args.samples < 1:
         raise UsageError(f"--samples must be >= 1, got {args.samples}")
     if args.bins < 1:
         raise UsageError(f"--bins must be >= 1, got {args.bins}")
     run_dir = args.run_dir
-    stored = _read_run_config(run_dir)
+    stored = _read_run_settings(run_dir)
     out_json = os.path.join(run_dir, "evaluation.json")
     if os.path.exists(out_json) and not args.force:
         raise UsageError(f"{out_json} already exists; use --force to overwrite it "
                          "(nothing was changed)")
-    dataset = stored["data"].get("dataset") if isinstance(stored["data"], dict) else None
+    dataset = stored["data"].get("dataset")
     ood = args.ood if args.ood is not None else _other_dataset(dataset)
     if ood == "none":
         ood = None
@@ -438,7 +442,7 @@ def cmd_evaluate(args):
     for fig in figs:
         plt.close(fig)
     result["plots"] = {k: os.path.basename(v) for k, v in plots.items()}
-    _atomic_write(out_json, json.dumps(_json_safe(result), indent=1) + "\n")
+    _atomic_write_text(out_json, json.dumps(_json_safe(result), indent=1) + "\n")
 
     pct = 100.0
     line = f"test error {pct * result['test_error_means']:.2f}% with the means"
@@ -480,12 +484,12 @@ def cmd_prune(args):
 
     from . import plotting
     from .pruning import evaluate_pruning, export_pruned, pruning_scores, thresholds
-    from .training import load_run
+    from .training import _atomic_write_text, load_run
 
     fractions = _parse_fractions(args.fractions)
     run_dir = args.run_dir
-    stored = _read_run_config(run_dir)
-    model = stored["train"].get("model") if isinstance(stored["train"], dict) else None
+    stored = _read_run_settings(run_dir)
+    model = stored["train"].get("model")
     if model != "bbb":
         raise UsageError(f"{run_dir} is a {model!r} run; prune needs a bbb run (it ranks "
                          "weights by the posterior's signal-to-noise ratio)")
@@ -510,7 +514,7 @@ def cmd_prune(args):
     lines = ["fraction,weights_left,error_by_snr,error_by_abs_mu"]
     lines += [f"{r['fraction']!r},{r['weights_left']},{r['error_by_snr']!r},"
               f"{r['error_by_abs_mu']!r}" for r in table]
-    _atomic_write(csv_path, "\n".join(lines) + "\n")
+    _atomic_write_text(csv_path, "\n".join(lines) + "\n")
     print(f"{splits.name} test error ({len(yt)} images) with the means, lowest weights "
           "removed:")
     print(f"{'removed':>8}  {'weights left':>12}  {'by |mu|/sigma':>13}  {'by |mu|':>8}")

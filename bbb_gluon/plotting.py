@@ -108,7 +108,7 @@ def plot_weight_density(weights, path=None, bins=200, title="Density of the weig
     ax.set_xlabel("weight")
     ax.set_ylabel("density")
     ax.set_xlim(-limit, limit)
-    ax.legend()
+    ax.legend(loc="upper right", fontsize=8)
     ax.set_title(title)
     fig.tight_layout()
     return save(fig, path)

@@ -10,6 +10,8 @@ entropy (aleatoric) and their difference, the mutual information between label a
 weights (epistemic); :func:`uncertainty` computes all of them in one call.
 """
 
+import weakref
+
 import mxnet as mx
 import numpy as np
 from mxnet import autograd
@@ -87,20 +89,26 @@ def predict_proba(net, X, posterior=None, num_samples=0, batch_size=1000, ctx=No
     return mx.nd.concat(*chunks, dim=0).asnumpy()
 
 
-def _draw_weights(posterior, ctx):
+def _draw_weights(posterior, ctx, keep_means=0):
     """One weight sample (list of arrays) for prediction, on its own noise stream.
 
     With the fused kernels the noise comes from ``bbb_normal`` (about ten times cheaper
-    than NumPy's generator here); otherwise from ``posterior.sample``.
+    than NumPy's generator here), and the first ``keep_means`` arrays are left at the
+    means (unused by the caller, so not worth drawing); otherwise all come from
+    ``posterior.sample``.
     """
     if ctx.device_type == "cpu" and fused.available():
         counter = posterior.noise.advance(PREDICTION_STREAM)
         seed = posterior.noise.seed
-        return [mx.nd.bbb_sample(m, r, mx.nd.bbb_normal(m, seed=seed, stream=PREDICTION_STREAM,
+        return [m if k < keep_means else
+                mx.nd.bbb_sample(m, r, mx.nd.bbb_normal(m, seed=seed, stream=PREDICTION_STREAM,
                                                         counter=counter, layer=k))
                 for k, (m, r) in enumerate(zip(posterior.mu(ctx), posterior.rho(ctx),
                                                strict=True))]
     return posterior.sample(ctx, stream=PREDICTION_STREAM).weights
+
+
+_REST = weakref.WeakKeyDictionary()
 
 
 def _first_dense(net, posterior):
@@ -111,10 +119,14 @@ def _first_dense(net, posterior):
     first = net[0]
     if not isinstance(first, nn.Dense) or posterior.keys[:1] != ["0.weight"]:
         return None
-    rest = net[1:]
-    if net._active:
-        rest.hybridize()
-    return first, rest
+    # net[1:] shares the layers (and their parameters); build and hybridize it once.
+    cached = _REST.get(net)
+    if cached is None or cached[0] != len(net) or cached[1] is not first:
+        rest = net[1:]
+        if net._active:
+            rest.hybridize()
+        cached = _REST[net] = (len(net), first, rest)
+    return first, cached[2]
 
 
 def _mc_mean(net, posterior, X, num_samples, batch_size, ctx, likelihood):
@@ -146,10 +158,12 @@ def _mc_mean(net, posterior, X, num_samples, batch_size, ctx, likelihood):
                                            **args)
                 moments.append((mean, mx.nd.sqrt(var)))
             use_fused = ctx.device_type == "cpu" and fused.available()
-            rng = np.random.default_rng([posterior.seed, PREDICTION_STREAM])
+            first_keys = 2 if has_bias else 1
             for _ in range(num_samples):
-                weights = _draw_weights(posterior, ctx)
+                weights = _draw_weights(posterior, ctx, keep_means=first_keys)
                 counter = posterior.noise.advance(PREDICTION_STREAM)
+                rng = None if use_fused else np.random.default_rng(
+                    [posterior.noise.seed, PREDICTION_STREAM, counter])
                 with use_weights(net, posterior, weights, ctx):
                     for i, (mean, std) in enumerate(moments):
                         if use_fused:

@@ -260,6 +260,15 @@ def test_evaluate_not_a_run_folder(tmp_path, capsys):
     assert "not a run folder" in err
 
 
+@pytest.mark.parametrize("config", ['{"train": {}, "data": []}', "{not json", "{}"])
+def test_evaluate_corrupt_config(tiny_runs, tmp_path, capsys, config):
+    run = _copy_run(tiny_runs("bbb"), tmp_path / "run")
+    (run / "config.json").write_text(config)
+    err = _one_line_error(capsys, main(["evaluate", str(run), "--samples", "2"]))
+    assert "corrupt" in err
+    assert not (run / "evaluation.json").exists()
+
+
 def test_evaluate_corrupt_checkpoint(tiny_runs, tmp_path, capsys):
     run = _copy_run(tiny_runs("bbb"), tmp_path / "run")
     best = run / "checkpoints" / "best.params"

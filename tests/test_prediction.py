@@ -175,11 +175,12 @@ def test_local_reparameterisation_equals_its_float64_recomputation(noise_engine)
     s0, sb = (a.asnumpy().astype(np.float64) for a in posterior.sigma()[:2])
     mean = X @ mu0.T + mub
     std = np.sqrt(X.astype(np.float64) ** 2 @ (s0 ** 2).T + sb ** 2)
-    rng = np.random.default_rng([posterior.seed, PREDICTION_STREAM])
     probs = []
     for _ in range(4):
-        w = prediction._draw_weights(posterior, mx.cpu())
+        w = prediction._draw_weights(posterior, mx.cpu(), keep_means=2)
         counter = posterior.noise.advance(PREDICTION_STREAM)
+        # the NumPy path draws each sample's first-layer noise from its own counter
+        rng = np.random.default_rng([posterior.noise.seed, PREDICTION_STREAM, counter])
         if noise_engine == "fused":
             zeta = mx.nd.bbb_normal(mx.nd.zeros(mean.shape), seed=posterior.noise.seed,
                                     stream=PREDICTION_STREAM, counter=counter,
