@@ -112,6 +112,10 @@ def _add_train_args(p):
     g.add_argument("--lr", type=float, default=1e-3)
     g.add_argument("--batch-size", type=int, default=128)
     g.add_argument("--seed", type=int, default=0)
+    g.add_argument("--engine", default="auto", choices=["auto", "fused", "reference"],
+                   help="how a bbb step is computed: the compiled CPU kernels (fused), "
+                        "MXNet operators with autograd (reference), or fused where it "
+                        "builds (auto, default)")
     g = p.add_argument_group("evaluation and output")
     g.add_argument("--eval-samples", type=int, default=10,
                    help="weight samples of the per-epoch Monte-Carlo validation error")
@@ -140,7 +144,8 @@ def _config_from_args(args):
         lr=args.lr, batch_size=args.batch_size,
         samples=args.samples, weighting=args.weighting, complexity=args.complexity,
         prior=prior, mu_init=args.mu_init, mu_scale=args.mu_scale, rho_init=args.rho_init,
-        dropout=args.dropout, eval_samples=args.eval_samples, seed=args.seed)
+        dropout=args.dropout, eval_samples=args.eval_samples, seed=args.seed,
+        engine=args.engine)
 
 
 def cmd_train(args):
