@@ -27,6 +27,15 @@ __all__ = ["predict_proba", "predict_samples", "error_rate", "PREDICTION_STREAM"
 PREDICTION_STREAM = 10_000
 
 
+def _check_inputs(X):
+    X = np.asarray(X, dtype=np.float32)
+    if X.ndim != 2:
+        raise ValueError(f"X must be 2-D (examples, features), got shape {X.shape}")
+    if not np.isfinite(X).all():
+        raise ValueError("X contains NaN or infinity")
+    return X
+
+
 def _batches(X, batch_size, ctx):
     for start in range(0, X.shape[0], batch_size):
         yield mx.nd.array(X[start:start + batch_size], ctx=ctx, dtype="float32")
@@ -63,9 +72,7 @@ def predict_proba(net, X, posterior=None, num_samples=0, batch_size=1000, ctx=No
     -------
     ndarray of shape (N, C), float32, rows summing to 1.
     """
-    X = np.asarray(X, dtype=np.float32)
-    if X.ndim != 2:
-        raise ValueError(f"X must be 2-D (examples, features), got shape {X.shape}")
+    X = _check_inputs(X)
     if not isinstance(num_samples, int) or num_samples < 0:
         raise ValueError(f"num_samples must be an int >= 0, got {num_samples!r}")
     if ctx is None:
@@ -196,7 +203,7 @@ def predict_samples(net, posterior, X, num_samples, batch_size=1000, ctx=None,
     ndarray of shape (num_samples, N, C): its mean over axis 0 is the Monte-Carlo
     predictive, its standard deviation the spread that the weight uncertainty causes.
     """
-    X = np.asarray(X, dtype=np.float32)
+    X = _check_inputs(X)
     if not isinstance(num_samples, int) or num_samples < 1:
         raise ValueError(f"num_samples must be an int >= 1, got {num_samples!r}")
     ctx = ctx or posterior.contexts[0]
@@ -355,9 +362,7 @@ def uncertainty(net, posterior, X, num_samples, batch_size=1000, ctx=None,
         ``"expected_entropy"``, ``"mutual_information"`` (N,) in nats; ``"std"`` (N, C):
         per-class standard deviation over samples; ``"sample_probs"`` (S, N, C).
     """
-    X = np.asarray(X, dtype=np.float32)
-    if X.ndim != 2:
-        raise ValueError(f"X must be 2-D (examples, features), got shape {X.shape}")
+    X = _check_inputs(X)
     if isinstance(num_samples, bool) or not isinstance(num_samples, int) or num_samples < 1:
         raise ValueError(f"num_samples must be an int >= 1, got {num_samples!r}")
     if posterior is not None:
