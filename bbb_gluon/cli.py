@@ -545,6 +545,15 @@ def cmd_prune(args):
     return 0
 
 
+def _add_run_options(p, force_help):
+    """Options shared by the commands that read a finished run folder."""
+    p.add_argument("--data-dir", default=None,
+                   help="folder with mnist/ and fashion-mnist/ (default: the run's, else "
+                        "$BBB_GLUON_DATA)")
+    p.add_argument("--ctx", default="cpu", help="one device: cpu or gpu:0 (default cpu)")
+    p.add_argument("--force", action="store_true", help=force_help)
+
+
 def build_parser():
     parser = _Parser(
         prog="bbb-gluon", description="Bayes by Backprop (Blundell et al. 2015) on MXNet Gluon.")
@@ -575,15 +584,10 @@ def build_parser():
     p.add_argument("--ood", default=None,
                    help="out-of-distribution dataset: mnist, fashion-mnist or none (default: "
                         "the one the run was not trained on)")
-    p.add_argument("--data-dir", default=None,
-                   help="folder with mnist/ and fashion-mnist/ (default: the run's, else "
-                        "$BBB_GLUON_DATA)")
     p.add_argument("--bins", type=int, default=15,
                    help="equal-width confidence bins of the ECE and reliability diagram "
                         "(default 15)")
-    p.add_argument("--ctx", default="cpu", help="one device: cpu or gpu:0 (default cpu)")
-    p.add_argument("--force", action="store_true",
-                   help="overwrite an existing evaluation.json")
+    _add_run_options(p, "overwrite an existing evaluation.json")
     p.set_defaults(func=cmd_evaluate)
     p = sub.add_parser("prune", help="signal-to-noise pruning of a bbb run (paper's Table 2)",
                        description="Set the lowest fraction of a bbb run's weights (biases are "
@@ -597,12 +601,7 @@ def build_parser():
     p.add_argument("--fractions", default="0,0.5,0.75,0.95,0.98",
                    help="comma-separated fractions of the weights to remove, each in [0, 1] "
                         "(default 0,0.5,0.75,0.95,0.98)")
-    p.add_argument("--data-dir", default=None,
-                   help="folder with mnist/ and fashion-mnist/ (default: the run's, else "
-                        "$BBB_GLUON_DATA)")
-    p.add_argument("--ctx", default="cpu", help="one device: cpu or gpu:0 (default cpu)")
-    p.add_argument("--force", action="store_true",
-                   help="overwrite an existing pruning.csv and sparse export")
+    _add_run_options(p, "overwrite an existing pruning.csv and sparse export")
     p.set_defaults(func=cmd_prune)
     p = sub.add_parser("demo", help="offline demo: two half-moons, about a minute",
                        description="Bayes by Backprop on two interleaved half-moons generated "
