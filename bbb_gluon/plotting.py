@@ -259,9 +259,11 @@ def plot_reliability_diagram(reliability, path=None, title="Reliability diagram"
                                        gridspec_kw={"height_ratios": [3, 1]})
     ax.bar(left, accuracy, width=width, align="edge", color="tab:blue",
            edgecolor="k", linewidth=0.5, label="accuracy")
-    ax.bar(left, confidence - accuracy, bottom=accuracy, width=width, align="edge",
-           color="tab:red", alpha=0.3, edgecolor="tab:red", linewidth=0.5,
-           label="gap to mean confidence")
+    # The gap spans accuracy to confidence either way (above the bar when over-confident,
+    # inside it when under-confident); hatching keeps it readable over the bar.
+    ax.bar(left, np.abs(confidence - accuracy), bottom=np.minimum(confidence, accuracy),
+           width=width, align="edge", color="none", hatch="///", edgecolor="tab:red",
+           linewidth=0.5, label="gap to mean confidence")
     ax.plot([0, 1], [0, 1], "k--", linewidth=0.8, label="perfect calibration")
     ax.set_xlim(0, 1)
     ax.set_ylim(0, 1)

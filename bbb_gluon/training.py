@@ -469,7 +469,7 @@ def _catch_sigint():
 
 
 def fit(config, train, valid=None, run_dir=None, ctx=None, resume=False, progress=True,
-        stop_after_batches=None, extra_config=None):
+        stop_after_batches=None, extra_config=None, restore_best=False):
     """Train a model as ``config`` says.
 
     Parameters
@@ -492,6 +492,9 @@ def fit(config, train, valid=None, run_dir=None, ctx=None, resume=False, progres
         many batches in total; for tests of interruption.
     extra_config : dict, optional
         More entries for ``config.json`` (the command line stores its data settings).
+    restore_best : bool, default False
+        End with the weights of the epoch with the lowest validation error (kept in
+        memory) instead of the last epoch's; ``TrainResult.best_epoch`` says which.
 
     Returns
     -------
@@ -569,6 +572,7 @@ def fit(config, train, valid=None, run_dir=None, ctx=None, resume=False, progres
 
     batches_done = 0
     interrupted = False
+    best_arrays = None
     with _catch_sigint() as sig:
         for epoch in range(start_epoch, config.epochs):
             skip = start_batch if epoch == start_epoch else 0
@@ -638,6 +642,8 @@ def fit(config, train, valid=None, run_dir=None, ctx=None, resume=False, progres
                                            or row["valid_error"] < best["error"])
             if improved or (Xv is None):
                 best = {"epoch": epoch + 1, "error": row.get("valid_error")}
+                if restore_best and Xv is not None:
+                    best_arrays = {k: v.copy() for k, v in _model_arrays(net, posterior).items()}
             if run_dir is not None:
                 meta = meta_now(epoch + 1, 0, None)
                 if improved or Xv is None:
@@ -649,6 +655,11 @@ def fit(config, train, valid=None, run_dir=None, ctx=None, resume=False, progres
                                and epoch + 1 < config.epochs):
                 interrupted = True
                 break
+    if restore_best and not interrupted and best["epoch"] is not None and Xv is not None:
+        if best_arrays is None and run_dir is not None:  # best epoch was before a resume
+            best_arrays, _ = _read_checkpoint(best_path)
+        if best_arrays is not None:
+            _set_model_arrays(best_arrays, net, posterior, "best weights")
     result = TrainResult(net, posterior, history, config, run_dir, best["epoch"], interrupted)
     if interrupted:
         exc = TrainingInterrupted(

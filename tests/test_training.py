@@ -654,3 +654,19 @@ def test_blundell_weighting_and_two_samples_run(mnist_300):
     # A zero complexity weight leaves only the likelihood.
     assert runs["zero"]["complexity_cost"] == 0
     assert runs["zero"]["cost"] == runs["zero"]["likelihood_cost"]
+
+
+@pytest.mark.parametrize("model", ["plain", "bbb"])
+def test_restore_best_ends_with_the_best_validation_epoch(data_root, model):
+    # A learning rate high enough that the validation error goes up and down.
+    splits = load_dataset("mnist", subset=1500)
+    config = TrainConfig(model=model, hidden=(32,), epochs=8, lr=0.03, batch_size=32,
+                         eval_samples=0, seed=0)
+    result = fit(config, splits.train, splits.valid, progress=False, restore_best=True)
+    errors = [row["valid_error"] for row in result.history]
+    assert result.best_epoch == int(np.argmin(errors)) + 1
+    got = error_rate(predict_proba(result.net, splits.valid[0], result.posterior),
+                     splits.valid[1])
+    assert got == pytest.approx(min(errors))
+    if result.best_epoch != len(errors):  # the test only bites when best is not last
+        assert got != pytest.approx(errors[-1])
