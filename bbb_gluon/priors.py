@@ -160,9 +160,9 @@ class ScaleMixturePrior(Prior):
                 "sigma2": self.sigma2}
 
     def log_prob(self, w, F=mx.nd):
-        narrow_excess = F.Activation(
-            F.square(w) * (-self._k) + self._c, act_type="softrelu"
-        )
+        # ops.softplus, not oneDNN's softrelu: c - k w^2 is mostly far below -5, where
+        # softrelu is inaccurate (and below -17 returns zero or negative values).
+        narrow_excess = ops.softplus(F.square(w) * (-self._k) + self._c, F)
         return (
             ops.total(narrow_excess, F)
             - ops.sum_of_squares(w, F) * self._wide_coef

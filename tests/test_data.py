@@ -601,3 +601,17 @@ def test_regression_curve():
     x3, y3 = d.regression_curve(5000, seed=1)
     clean = x3 + 0.3 * np.sin(2 * np.pi * x3) + 0.3 * np.sin(4 * np.pi * x3)
     assert 0.1 < float(np.std(y3 - clean)) < 0.4
+
+
+def test_regression_curve_noise_std_controls_the_noise():
+    x, y = d.regression_curve(n=500, seed=3, noise_std=0.0)
+    x64 = x[:, 0].astype(np.float64)
+    clean = x64 + 0.3 * np.sin(2 * np.pi * x64) + 0.3 * np.sin(4 * np.pi * x64)
+    np.testing.assert_allclose(y[:, 0], clean, atol=1e-5)
+    _, y_small = d.regression_curve(n=500, seed=3, noise_std=0.02)
+    _, y_default = d.regression_curve(n=500, seed=3)
+    small, default = y_small[:, 0] - clean, y_default[:, 0] - clean
+    # the same draws scaled: the residual shrinks with the noise (slope of the curve <= 6.7)
+    assert 0 < np.abs(small).std() < 0.1 < np.abs(default).std()
+    with pytest.raises(ValueError, match="noise_std"):
+        d.regression_curve(noise_std=-1.0)
