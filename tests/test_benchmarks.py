@@ -1,0 +1,25 @@
+"""The benchmark script still runs (tiny mode: a few batches; never a timed test)."""
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_benchmark_runs_in_tiny_mode(tmp_path):
+    out = tmp_path / "bench.json"
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "benchmarks" / "bench_epoch.py"), "--tiny", "--hidden",
+         "32", "--out", str(out)], capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "x floor" in done.stdout and "peak resident memory" in done.stdout
+    results = json.loads(out.read_text())
+    models = [row["model"] for row in results["configs"]]
+    assert models[0].startswith("plain")
+    assert any("scale mixture, uniform" in m for m in models)
+    assert any("closed-form KL" in m for m in models)
+    for row in results["configs"]:
+        assert row["seconds_per_epoch"] > 0 and row["ratio_to_floor"] > 0
+    assert results["predictive"]["ratio"] > 0
