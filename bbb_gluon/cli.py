@@ -151,7 +151,7 @@ def _config_from_args(args):
 def cmd_train(args):
     from . import data, plotting
     from .prediction import error_rate, predict_proba
-    from .training import TrainConfig, TrainingInterrupted, fit, load_run
+    from .training import TrainConfig, TrainingInterrupted, _atomic_write_text, fit, load_run
 
     if args.test_samples < 0:
         raise UsageError(f"--test-samples must be >= 0, got {args.test_samples}")
@@ -209,8 +209,7 @@ def cmd_train(args):
             predict_proba(net, Xt, posterior, args.test_samples, ctx=ctxs[0]), yt)
     if history and history[-1].get("valid_error") is not None:
         metrics["best_valid_error"] = min(r["valid_error"] for r in history)
-    with open(os.path.join(out, "metrics.json"), "w") as f:
-        json.dump(metrics, f, indent=1)
+    _atomic_write_text(os.path.join(out, "metrics.json"), json.dumps(metrics, indent=1))
     plotting.plot_learning_curve(history, os.path.join(out, "learning_curve.png"),
                                  title=f"{splits.name} {config.model} {config.hidden}")
     line = f"test error {100 * metrics['test_error_means']:.2f}% with the means"

@@ -329,6 +329,7 @@ def atomic_nd_save(path, arrays):
     fd, tmp = tempfile.mkstemp(prefix=".tmp-", suffix=".params", dir=folder)
     os.close(fd)
     try:
+        readable_like_open(tmp)
         mx.nd.save(tmp, arrays)
         with open(tmp, "rb") as f:
             os.fsync(f.fileno())
@@ -337,6 +338,13 @@ def atomic_nd_save(path, arrays):
         if os.path.exists(tmp):
             os.remove(tmp)
         raise
+
+
+def readable_like_open(path):
+    """Give a temporary file the permissions ``open()`` would (mkstemp makes them 0600)."""
+    umask = os.umask(0)
+    os.umask(umask)
+    os.chmod(path, 0o666 & ~umask)
 
 
 def read_nd_file(path):

@@ -35,7 +35,13 @@ from tqdm.auto import tqdm
 from . import fused
 from .data import ArrayLoader
 from .loss import BBBLoss
-from .posterior import Posterior, PosteriorMismatchError, atomic_nd_save, read_nd_file
+from .posterior import (
+    Posterior,
+    PosteriorMismatchError,
+    atomic_nd_save,
+    read_nd_file,
+    readable_like_open,
+)
 from .prediction import error_rate, predict_proba
 from .priors import make_prior
 from .sampling import use_weights
@@ -312,6 +318,7 @@ def _atomic_write_text(path, text):
     folder = os.path.dirname(os.path.abspath(path))
     fd, tmp = tempfile.mkstemp(prefix=".tmp-", dir=folder)
     try:
+        readable_like_open(tmp)
         with os.fdopen(fd, "w") as f:
             f.write(text)
         os.replace(tmp, path)

@@ -670,3 +670,15 @@ def test_restore_best_ends_with_the_best_validation_epoch(data_root, model):
     assert got == pytest.approx(min(errors))
     if result.best_epoch != len(errors):  # the test only bites when best is not last
         assert got != pytest.approx(errors[-1])
+
+
+def test_run_files_get_ordinary_permissions(mnist_300, tmp_path):
+    # Files are written to a temporary name and renamed; mkstemp would leave them 0600.
+    fit(tiny("plain"), mnist_300.train, mnist_300.valid, run_dir=tmp_path / "run",
+        progress=False)
+    umask = os.umask(0)
+    os.umask(umask)
+    for name in ("config.json", "history.csv", "history.json", "checkpoints/latest.params",
+                 "checkpoints/best.params"):
+        mode = (tmp_path / "run" / name).stat().st_mode & 0o777
+        assert mode == 0o666 & ~umask, (name, oct(mode))
