@@ -34,6 +34,8 @@ from pathlib import Path
 
 import mxnet as mx
 
+from .sampling import use_weights
+
 __all__ = ["available", "unavailable_reason", "load", "prior_attrs"]
 
 _SOURCE = Path(__file__).with_name("_fused") / "fused.cc"
@@ -238,7 +240,7 @@ class FusedBBBStep:
                 ws = [mx.nd.bbb_sample(m, r, e) for m, r, e in zip(mus, rhos, noise, strict=True)]
                 mx.autograd.mark_variables(ws, gws)
                 with mx.autograd.record():
-                    with _use_weights(self.net, self.posterior, ws, ctx):
+                    with use_weights(self.net, self.posterior, ws, ctx):
                         out = self.net(xb)
                     nll = self.nll(out, yb)
                 nll.backward()
@@ -272,8 +274,3 @@ class FusedBBBStep:
             total = total + v
         return total.reshape((1,)), (complexities[0] if complexities else None)
 
-
-def _use_weights(net, posterior, ws, ctx):
-    from .sampling import use_weights
-
-    return use_weights(net, posterior, ws, ctx)

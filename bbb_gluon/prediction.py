@@ -37,6 +37,8 @@ def _check_inputs(X):
 
 
 def _batches(X, batch_size, ctx):
+    if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
+        raise ValueError(f"batch_size must be an int >= 1, got {batch_size!r}")
     for start in range(0, X.shape[0], batch_size):
         yield mx.nd.array(X[start:start + batch_size], ctx=ctx, dtype="float32")
 
