@@ -42,8 +42,8 @@ def main():
         ("Activation softrelu (oneDNN)", lambda: nd.Activation(rho, act_type="softrelu")),
         ("Activation sigmoid (oneDNN)", lambda: nd.Activation(rho, act_type="sigmoid")),
         ("x * y", lambda: rho * mu),
-        ("adam_update (incl. zeroed states)", lambda: nd.adam_update(mu, gw, mu.zeros_like(), mu.zeros_like(),
-                                               lr=1e-3)),
+        ("adam_update (incl. zeroed states)",
+         lambda: nd.adam_update(mu, gw, mu.zeros_like(), mu.zeros_like(), lr=1e-3)),
     ]
     if fused.available():
         eps = nd.bbb_normal(mu, seed=1, stream=0, counter=0, layer=0)
