@@ -1,5 +1,5 @@
-"""The ``bbb-gluon`` command: ``train``, ``evaluate``, ``prune``, ``demo`` (and
-``python -m bbb_gluon``).
+"""The ``bbb-gluon`` command: ``train``, ``evaluate``, ``prune``, ``compare``, ``weights``,
+``demo`` (and ``python -m bbb_gluon``).
 
 Every user error (unknown dataset, impossible hyperparameter, a folder that is not a run,
 a corrupt checkpoint, missing data) ends with one line on stderr and exit status 2;
@@ -546,6 +546,96 @@ def cmd_prune(args):
     return 0
 
 
+def _pct(value):
+    return "-" if value is None else f"{100 * value:.2f}%"
+
+
+def _setting(value):
+    return "-" if value is None else f"{value:g}"
+
+
+def cmd_compare(args):
+    """One line per run folder (settings, epochs, best validation error, test errors)."""
+    import numpy as np
+
+    from .runs import SUMMARY_COLUMNS, summarize_run
+    from .training import _atomic_write_text
+
+    if args.csv and os.path.exists(args.csv) and not args.force:
+        raise UsageError(f"{args.csv} already exists; use --force to overwrite it "
+                         "(nothing was changed)")
+    rows = [summarize_run(d) for d in args.run_dirs]
+    if args.sort == "valid":
+        rows.sort(key=lambda r: (r["best_valid_error"] is None, r["best_valid_error"] or 0))
+    header = ("run", "model", "hidden", "prior", "weighting", "rho0", "lr", "epochs",
+              "best", "valid", "test means", "test MC")
+    table = [header]
+    for r in rows:
+        if r["prior"] == "scale_mixture":
+            prior = (f"pi={r['pi']:g} ls1={r['log_sigma1']:.3g} "
+                     f"ls2={r['log_sigma2']:.3g}")
+        elif r["prior"] == "gaussian":
+            prior = f"N(0,{r['prior_sigma']:g}^2)"
+        else:
+            prior = "-"
+        epochs = f"{r['epochs_run']}/{r['epochs_planned']}"
+        table.append((r["run"], r["model"], r["hidden"], prior, r["weighting"] or "-",
+                      _setting(r["rho_init"]), _setting(r["lr"]), epochs,
+                      str(r["best_epoch"] or "-"), _pct(r["best_valid_error"]),
+                      _pct(r["test_error_means"]), _pct(r["test_error_mc"])))
+    widths = np.max([[len(c) for c in row] for row in table], axis=0)
+    for row in table:
+        print("  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip())
+    if args.csv:
+        lines = [",".join(SUMMARY_COLUMNS)]
+        lines += [",".join("" if r[c] is None else str(r[c]) for c in SUMMARY_COLUMNS)
+                  for r in rows]
+        _atomic_write_text(args.csv, "\n".join(lines) + "\n")
+        print(f"wrote {args.csv}")
+    return 0
+
+
+def cmd_weights(args):
+    """Density of the Dense weights of several runs on one axis (the paper's Figure 3)."""
+    import matplotlib.pyplot as plt
+    import numpy as np
+
+    from . import plotting
+    from .runs import run_weights, summarize_run
+
+    if not args.out.lower().endswith(".png"):
+        raise UsageError(f"--out must name a .png file, got {args.out!r}")
+    if os.path.exists(args.out) and not args.force:
+        raise UsageError(f"{args.out} already exists; use --force to overwrite it "
+                         "(nothing was changed)")
+    if args.bins < 1:
+        raise UsageError(f"--bins must be >= 1, got {args.bins}")
+    labels = [s.strip() for s in args.labels.split(",")] if args.labels else None
+    if labels is not None and len(labels) != len(args.run_dirs):
+        raise UsageError(f"--labels gives {len(labels)} labels for {len(args.run_dirs)} runs")
+    ctx = _contexts(args.ctx)
+    if len(ctx) != 1:
+        raise UsageError("--ctx: weights runs on one device")
+    weights = {}
+    for i, run_dir in enumerate(args.run_dirs):
+        summary = summarize_run(run_dir)
+        w = run_weights(run_dir, "best", draw=args.draw, seed=args.seed, ctx=ctx[0])
+        label = labels[i] if labels else f"{summary['model']} ({summary['run']})"
+        if label in weights:
+            raise UsageError(f"two runs have the label {label!r}; give --labels")
+        weights[label] = w
+        print(f"{label}: {w.size:,} weights, std {np.std(w):.4f}, "
+              f"|w| < 0.01: {100 * np.mean(np.abs(w) < 0.01):.1f}%, "
+              f"|w| > 0.2: {100 * np.mean(np.abs(w) > 0.2):.2f}%")
+    what = "one posterior sample" if args.draw == "sample" else "posterior means"
+    fig = plotting.plot_weight_density(weights, bins=args.bins,
+                                       title=f"Density of the weights (bbb: {what})")
+    plotting.save(fig, args.out)
+    plt.close(fig)
+    print(f"wrote {args.out}")
+    return 0
+
+
 def _add_run_options(p, force_help):
     """Options shared by the commands that read a finished run folder."""
     p.add_argument("--data-dir", default=None,
@@ -604,6 +694,35 @@ def build_parser():
                         "(default 0,0.5,0.75,0.95,0.98)")
     _add_run_options(p, "overwrite an existing pruning.csv and sparse export")
     p.set_defaults(func=cmd_prune)
+    p = sub.add_parser("compare", help="one line per run folder: settings, best validation "
+                                       "error, test errors",
+                       description="Summarise run folders (finished, still training, or the "
+                                   "copies under results/): the prior and training settings, "
+                                   "epochs run of those planned, the best validation error "
+                                   "and its epoch (from history.csv), and the test errors "
+                                   "once training has finished (metrics.json).")
+    p.add_argument("run_dirs", metavar="RUN_DIR", nargs="+")
+    p.add_argument("--sort", choices=("none", "valid"), default="none",
+                   help="order: as given (none) or by best validation error (valid)")
+    p.add_argument("--csv", default=None, help="also write every summary column to this CSV")
+    p.add_argument("--force", action="store_true", help="overwrite an existing --csv file")
+    p.set_defaults(func=cmd_compare)
+    p = sub.add_parser("weights", help="density of the weights of several runs (paper's Fig. 3)",
+                       description="Plot the density of every Dense weight (biases left out) "
+                                   "of each run's best checkpoint on one axis: one draw from "
+                                   "the posterior of a bbb run (or its means with --draw "
+                                   "means), the weights of plain and dropout runs. Prints "
+                                   "the spread of each.")
+    p.add_argument("run_dirs", metavar="RUN_DIR", nargs="+")
+    p.add_argument("--out", required=True, help="PNG file to write")
+    p.add_argument("--labels", default=None, help="comma-separated legend labels, one per run")
+    p.add_argument("--draw", choices=("sample", "means"), default="sample",
+                   help="bbb runs: one posterior sample (default) or the means")
+    p.add_argument("--seed", type=int, default=0, help="seed of the posterior sample")
+    p.add_argument("--bins", type=int, default=200)
+    p.add_argument("--ctx", default="cpu", help="one device: cpu or gpu:0 (default cpu)")
+    p.add_argument("--force", action="store_true", help="overwrite an existing --out file")
+    p.set_defaults(func=cmd_weights)
     p = sub.add_parser("demo", help="offline demo: two half-moons, about a minute",
                        description="Bayes by Backprop on two interleaved half-moons generated "
                                    "in code (1,000 points, noise 0.2, half held out; 2 hidden "

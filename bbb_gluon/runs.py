@@ -1,0 +1,170 @@
+"""Reading finished (or running) run folders: one summary row per run, and their weights.
+
+A run folder is what ``bbb-gluon train --out`` writes: ``config.json``, ``history.csv``
+(one row per finished epoch, rewritten atomically each epoch, so a run still training can
+be read), ``metrics.json`` once training has finished, and ``checkpoints/``. The results
+committed under ``results/`` are the same folders without their checkpoints, so
+:func:`summarize_run` reads both; :func:`run_weights` needs the checkpoint.
+
+These are what a hyperparameter search and ``docs/RESULTS.md`` are built from
+(``bbb-gluon compare`` and ``bbb-gluon weights``).
+"""
+
+import csv
+import json
+import math
+import os
+
+import numpy as np
+
+__all__ = ["RunFolderError", "SUMMARY_COLUMNS", "read_history", "summarize_run", "run_weights"]
+
+SUMMARY_COLUMNS = ("run", "dataset", "model", "hidden", "prior", "pi", "log_sigma1",
+                   "log_sigma2", "prior_sigma", "weighting", "rho_init", "lr", "samples",
+                   "epochs_run", "epochs_planned", "best_epoch", "best_valid_error",
+                   "last_valid_error", "median_seconds_per_epoch", "test_error_means",
+                   "test_error_mc", "test_samples")
+
+
+class RunFolderError(ValueError):
+    """A folder that is not a readable run (no or corrupt config.json / history.csv)."""
+
+
+def _read_json(path):
+    try:
+        with open(path) as f:
+            return json.load(f)
+    except ValueError:
+        raise RunFolderError(f"{path} is corrupt (not JSON)") from None
+
+
+def _number(text):
+    return float(text) if text not in ("", None) else None
+
+
+def read_history(run_dir):
+    """The rows of ``history.csv`` as dicts of floats (``None`` where a column is empty).
+
+    Raises
+    ------
+    RunFolderError
+        No ``history.csv`` (no epoch finished yet), or one that cannot be read.
+    """
+    path = os.path.join(run_dir, "history.csv")
+    if not os.path.isfile(path):
+        raise RunFolderError(f"{run_dir} has no history.csv (not a run, or no epoch finished)")
+    try:
+        with open(path, newline="") as f:
+            rows = [{k: _number(v) for k, v in row.items()} for row in csv.DictReader(f)]
+        if not rows or any(r.get("epoch") is None for r in rows):
+            raise ValueError
+    except (ValueError, TypeError):
+        raise RunFolderError(f"{path} is corrupt (expected a header and numeric rows)") from None
+    return rows
+
+
+def summarize_run(run_dir):
+    """One row describing a run: its settings, how far it got and its errors.
+
+    The best epoch is the one with the lowest validation error (the first of ties, as
+    :func:`~bbb_gluon.training.fit` keeps it), read from ``history.csv``, so a run still
+    training is summarised as far as it got. Test errors come from ``metrics.json`` and
+    are ``None`` until training has finished.
+
+    Returns
+    -------
+    dict with the keys of :data:`SUMMARY_COLUMNS` (settings that do not apply, e.g. the
+    prior of a plain network, are ``None``).
+    """
+    run_dir = os.fspath(run_dir)
+    config_path = os.path.join(run_dir, "config.json")
+    if not os.path.isfile(config_path):
+        raise RunFolderError(f"{run_dir} is not a run folder (no config.json)")
+    stored = _read_json(config_path)
+    train = stored.get("train") if isinstance(stored, dict) else None
+    data = stored.get("data") if isinstance(stored, dict) else None
+    if not isinstance(train, dict) or not isinstance(data, dict):
+        raise RunFolderError(f"{config_path} is not a bbb_gluon run configuration")
+    history = read_history(run_dir)
+    metrics_path = os.path.join(run_dir, "metrics.json")
+    metrics = _read_json(metrics_path) if os.path.isfile(metrics_path) else {}
+
+    valid = [(r["valid_error"], int(r["epoch"])) for r in history
+             if r.get("valid_error") is not None]
+    best_error, best_epoch = min(valid, key=lambda t: (t[0], t[1])) if valid else (None, None)
+    seconds = [r["seconds"] for r in history if r.get("seconds") is not None]
+    bbb = train.get("model") == "bbb"
+    prior = train.get("prior") or {}
+    kind = prior.get("kind") if bbb else None
+
+    def log_of(key):
+        value = prior.get(key)
+        return math.log(value) if kind == "scale_mixture" and value else None
+
+    return {
+        "run": os.path.basename(os.path.normpath(run_dir)),
+        "dataset": data.get("dataset"),
+        "model": train.get("model"),
+        "hidden": "x".join(str(h) for h in train.get("hidden", [])),
+        "prior": kind,
+        "pi": prior.get("pi") if kind == "scale_mixture" else None,
+        "log_sigma1": log_of("sigma1"),
+        "log_sigma2": log_of("sigma2"),
+        "prior_sigma": prior.get("sigma") if kind == "gaussian" else None,
+        "weighting": train.get("weighting") if bbb else None,
+        "rho_init": train.get("rho_init") if bbb else None,
+        "lr": train.get("lr"),
+        "samples": train.get("samples") if bbb else None,
+        "epochs_run": int(history[-1]["epoch"]),
+        "epochs_planned": train.get("epochs"),
+        "best_epoch": best_epoch,
+        "best_valid_error": best_error,
+        "last_valid_error": history[-1].get("valid_error"),
+        "median_seconds_per_epoch": float(np.median(seconds)) if seconds else None,
+        "test_error_means": metrics.get("test_error_means"),
+        "test_error_mc": metrics.get("test_error_mc"),
+        "test_samples": metrics.get("test_samples"),
+    }
+
+
+def run_weights(run_dir, which="best", draw="sample", seed=0, ctx=None):
+    """Every Dense weight of a run's checkpoint (biases left out), flattened into one array.
+
+    Parameters
+    ----------
+    run_dir : str
+    which : {"best", "latest"}
+    draw : {"sample", "means"}
+        For a Bayes-by-Backprop run, one draw :math:`w = \\mu + \\sigma\\epsilon` from the
+        posterior (what the paper's histogram of weights shows) or the means :math:`\\mu`.
+        Plain and dropout runs have one set of weights and ignore it.
+    seed : int
+        Seed of the draw (NumPy's generator, independent of training's noise).
+    ctx : Context, optional
+
+    Returns
+    -------
+    numpy.ndarray, float32, 1-D.
+    """
+    from .posterior import dense_parameters
+    from .pruning import prunable_keys
+    from .training import load_run
+
+    if draw not in ("sample", "means"):
+        raise ValueError(f"draw must be 'sample' or 'means', got {draw!r}")
+    net, posterior, _, _ = load_run(run_dir, which, ctx=ctx)
+    if posterior is None:
+        return np.concatenate([p.data().asnumpy().reshape(-1)
+                               for key, p in dense_parameters(net).items()
+                               if key.rsplit(".", 1)[-1] == "weight"]).astype(np.float32)
+    keys = prunable_keys(posterior)
+    mus = dict(zip(posterior.keys, posterior.mu(ctx), strict=True))
+    sigmas = dict(zip(posterior.keys, posterior.sigma(ctx), strict=True))
+    rng = np.random.default_rng(seed)
+    parts = []
+    for k in keys:
+        mu = mus[k].asnumpy().reshape(-1)
+        if draw == "sample":
+            mu = mu + sigmas[k].asnumpy().reshape(-1) * rng.standard_normal(mu.size)
+        parts.append(mu)
+    return np.concatenate(parts).astype(np.float32)
