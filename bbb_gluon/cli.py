@@ -561,9 +561,12 @@ def cmd_compare(args):
     from .runs import SUMMARY_COLUMNS, summarize_run
     from .training import _atomic_write_text
 
-    if args.csv and os.path.exists(args.csv) and not args.force:
-        raise UsageError(f"{args.csv} already exists; use --force to overwrite it "
-                         "(nothing was changed)")
+    for path in (args.csv, args.plot):
+        if path and os.path.exists(path) and not args.force:
+            raise UsageError(f"{path} already exists; use --force to overwrite it "
+                             "(nothing was changed)")
+    if args.plot and not args.plot.lower().endswith(".png"):
+        raise UsageError(f"--plot must name a .png file, got {args.plot!r}")
     rows = [summarize_run(d) for d in args.run_dirs]
     if args.sort == "valid":
         rows.sort(key=lambda r: (r["best_valid_error"] is None, r["best_valid_error"] or 0))
@@ -592,6 +595,26 @@ def cmd_compare(args):
                   for r in rows]
         _atomic_write_text(args.csv, "\n".join(lines) + "\n")
         print(f"wrote {args.csv}")
+    if args.plot:
+        import matplotlib.pyplot as plt
+
+        from . import plotting
+        from .runs import read_history
+
+        names = [r["run"] for r in rows]
+        # Folders of one name in different places (runs/x, results/x) keep their paths.
+        labels = names if len(set(names)) == len(names) else args.run_dirs
+        curves = {}
+        for run_dir, label in zip(args.run_dirs, labels, strict=True):
+            history = [h for h in read_history(run_dir) if h.get("valid_error") is not None]
+            if history:
+                curves[label] = ([h["epoch"] for h in history],
+                                 [h["valid_error"] for h in history])
+        if not curves:
+            raise UsageError("--plot: no run has validation errors to draw")
+        plt.close(plotting.plot_validation_curves(curves, args.plot,
+                                                  title="Validation error (means)"))
+        print(f"wrote {args.plot}")
     return 0
 
 
@@ -705,7 +728,10 @@ def build_parser():
     p.add_argument("--sort", choices=("none", "valid"), default="none",
                    help="order: as given (none) or by best validation error (valid)")
     p.add_argument("--csv", default=None, help="also write every summary column to this CSV")
-    p.add_argument("--force", action="store_true", help="overwrite an existing --csv file")
+    p.add_argument("--plot", default=None,
+                   help="also draw the runs' validation error over epochs into this PNG")
+    p.add_argument("--force", action="store_true",
+                   help="overwrite an existing --csv or --plot file")
     p.set_defaults(func=cmd_compare)
     p = sub.add_parser("weights", help="density of the weights of several runs (paper's Fig. 3)",
                        description="Plot the density of every Dense weight (biases left out) "

@@ -4,7 +4,8 @@ saves it as PNG when given a path."""
 import matplotlib.pyplot as plt
 import numpy as np
 
-__all__ = ["plot_learning_curve", "plot_grid_map", "save", "plot_weight_density",
+__all__ = ["plot_learning_curve", "plot_validation_curves", "plot_grid_map", "save",
+           "plot_weight_density",
            "plot_snr_histogram", "plot_snr_cdf", "plot_least_certain",
            "plot_reliability_diagram", "plot_entropy_histograms"]
 
@@ -42,6 +43,43 @@ def plot_learning_curve(history, path=None, title=None):
     ax_err.set_ylabel("validation error (%)")
     if title:
         fig.suptitle(title)
+    fig.tight_layout()
+    return save(fig, path)
+
+
+def plot_validation_curves(curves, path=None, title="Validation error", ylim=None):
+    """Validation error (%) over epochs of several runs on one axis, for comparing settings.
+
+    Parameters
+    ----------
+    curves : dict
+        ``{label: (epochs, errors)}``, errors as fractions.
+    path : str, optional
+    title : str
+    ylim : (low, high) in percent, optional
+        Default: from the lowest error to a little above the median of the runs' final
+        errors, so early epochs (several times the final error) do not squash the rest.
+    """
+    if not curves:
+        raise ValueError("give at least one curve")
+    fig, ax = plt.subplots(figsize=(7.2, 4.2))
+    lows, finals = [], []
+    for label, (epochs, errors) in curves.items():
+        errors = 100 * np.asarray(errors, dtype=np.float64)
+        if len(errors) == 0 or len(errors) != len(epochs):
+            raise ValueError(f"curve {label!r}: epochs and errors must be non-empty and of "
+                             "equal length")
+        ax.plot(epochs, errors, linewidth=1.0, label=label)
+        lows.append(np.nanmin(errors))
+        finals.append(errors[-1])
+    if ylim is None:
+        low = min(lows)
+        ylim = (0.95 * low, max(low * 1.05, 1.5 * float(np.median(finals))))
+    ax.set_ylim(*ylim)
+    ax.set_xlabel("epoch")
+    ax.set_ylabel("validation error (%)")
+    ax.legend(fontsize=7, loc="upper right")
+    ax.set_title(title)
     fig.tight_layout()
     return save(fig, path)
 

@@ -32,6 +32,22 @@ def test_weight_density(tmp_path):
     assert [t.get_text() for t in fig.axes[0].get_legend().get_texts()] == list(weights)
 
 
+def test_validation_curves(tmp_path):
+    curves = {"a": ([1, 2, 3], [0.05, 0.02, 0.018]), "b": ([1, 2], [0.04, 0.03])}
+    fig = plotting.plot_validation_curves(curves, tmp_path / "v.png")
+    check(fig, 1, tmp_path / "v.png")
+    ax = fig.axes[0]
+    assert [t.get_text() for t in ax.get_legend().get_texts()] == ["a", "b"]
+    np.testing.assert_allclose(ax.lines[0].get_ydata(), [5.0, 2.0, 1.8])
+    # Default limits: the lowest error is shown, the first epochs may be cut.
+    low, high = ax.get_ylim()
+    assert low <= 1.8 < high and high == pytest.approx(1.5 * np.median([1.8, 3.0]))
+    with pytest.raises(ValueError):
+        plotting.plot_validation_curves({})
+    with pytest.raises(ValueError):
+        plotting.plot_validation_curves({"a": ([1, 2], [0.1])})
+
+
 def test_weight_density_needs_arrays():
     with pytest.raises(ValueError):
         plotting.plot_weight_density({})

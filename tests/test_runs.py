@@ -174,6 +174,19 @@ def test_compare_prints_and_writes_csv(runs, tmp_path, capsys):
     assert out_csv.read_text().startswith("run,")
 
 
+def test_compare_plots_the_validation_curves(runs, tmp_path, capsys):
+    bbb, plain = runs
+    png = tmp_path / "curves.png"
+    assert main(["compare", str(bbb), str(plain), "--plot", str(png)]) == 0
+    assert png.read_bytes()[:8] == PNG_SIGNATURE
+    png.write_bytes(b"keep")
+    _one_line_error(capsys, main(["compare", str(bbb), "--plot", str(png)]), "compare")
+    assert png.read_bytes() == b"keep"
+    err = _one_line_error(capsys, main(["compare", str(bbb), "--plot",
+                                        str(tmp_path / "c.pdf")]), "compare")
+    assert "png" in err
+
+
 def test_compare_of_a_folder_that_is_not_a_run(runs, tmp_path, capsys):
     err = _one_line_error(capsys, main(["compare", str(runs[0]), str(tmp_path)]), "compare")
     assert "no config.json" in err
