@@ -91,7 +91,7 @@ def summarize_run(run_dir):
 
     valid = [(r["valid_error"], int(r["epoch"])) for r in history
              if r.get("valid_error") is not None]
-    best_error, best_epoch = min(valid, key=lambda t: (t[0], t[1])) if valid else (None, None)
+    best_error, best_epoch = min(valid) if valid else (None, None)  # ties: the earliest
     seconds = [r["seconds"] for r in history if r.get("seconds") is not None]
     bbb = train.get("model") == "bbb"
     prior = train.get("prior") or {}
