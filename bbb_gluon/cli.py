@@ -489,7 +489,13 @@ def cmd_prune(args):
     import numpy as np
 
     from . import plotting
-    from .pruning import evaluate_pruning, export_pruned, pruning_scores, thresholds
+    from .pruning import (
+        evaluate_pruning,
+        export_pruned,
+        pruning_scores,
+        thresholds,
+        weight_statistics,
+    )
     from .training import _atomic_write_text, load_run
 
     fractions = _parse_fractions(args.fractions)
@@ -502,7 +508,8 @@ def cmd_prune(args):
     largest = max(fractions)
     csv_path = os.path.join(run_dir, "pruning.csv")
     export_path = os.path.join(run_dir, f"pruned_{largest:g}.params")
-    existing = [p for p in (csv_path, export_path) if os.path.exists(p)]
+    stats_path = os.path.join(run_dir, "weight_statistics.json")
+    existing = [p for p in (csv_path, export_path, stats_path) if os.path.exists(p)]
     if existing and not args.force:
         raise UsageError(f"{existing[0]} already exists; use --force to overwrite "
                          "(nothing was changed)")
@@ -534,6 +541,15 @@ def cmd_prune(args):
           f"{info['bytes']:,} bytes against {info['dense_bytes']:,} dense "
           f"({info['bytes'] / info['dense_bytes']:.3f}x)")
 
+    stats = weight_statistics(posterior, ctx)
+    _atomic_write_text(stats_path, json.dumps(stats, indent=1) + "\n")
+    print("sigma against |mu| (best checkpoint), per weight array:")
+    for r in stats:
+        print(f"  {r['key']:>10}: {r['count']:>9,} weights, median |mu| {r['median_abs_mu']:.4f}, "
+              f"median sigma {r['median_sigma']:.4f} (10%-90%: {r['sigma_q10']:.4f}-"
+              f"{r['sigma_q90']:.4f}), correlation of sigma with |mu| "
+              f"{r['corr_abs_mu_sigma']:+.2f}")
+
     scores = pruning_scores(posterior, "snr", ctx)
     cutoffs = dict(zip(fractions, thresholds(scores, fractions), strict=True))
     snr = np.concatenate([s.reshape(-1) for s in scores.values()])
@@ -542,7 +558,7 @@ def cmd_prune(args):
     for fig in (plotting.plot_snr_histogram(snr, cutoffs, hist_path),
                 plotting.plot_snr_cdf(snr, cutoffs, cdf_path)):
         plt.close(fig)
-    print(f"wrote {csv_path}, {export_path}, {hist_path} and {cdf_path}")
+    print(f"wrote {csv_path}, {export_path}, {stats_path}, {hist_path} and {cdf_path}")
     return 0
 
 
@@ -709,8 +725,9 @@ def build_parser():
                                    "comparison, by |mu|, and report the test error with the "
                                    "means. Writes pruning.csv, pruned_<largest fraction>.params "
                                    "(weights in sparse CSR storage; its size against dense is "
-                                   "printed), snr_histogram.png and snr_cdf.png into the run "
-                                   "folder.")
+                                   "printed), weight_statistics.json (how sigma relates to "
+                                   "|mu| per layer, also printed), snr_histogram.png and "
+                                   "snr_cdf.png into the run folder.")
     p.add_argument("run_dir", metavar="RUN_DIR", help="a bbb run folder")
     p.add_argument("--fractions", default="0,0.5,0.75,0.95,0.98",
                    help="comma-separated fractions of the weights to remove, each in [0, 1] "

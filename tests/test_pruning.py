@@ -30,6 +30,7 @@ from bbb_gluon.pruning import (
     pruned_weights,
     pruning_scores,
     thresholds,
+    weight_statistics,
 )
 
 
@@ -99,6 +100,29 @@ def test_half_pruned_by_abs_mu_removes_the_three_smallest_means(hand_posterior):
     masks = prune_masks(posterior, 0.5, "abs_mu")
     np.testing.assert_array_equal(masks["0.weight"], [[False, False], [True, True]])
     np.testing.assert_array_equal(masks["1.weight"], [[False, True]])
+
+
+def test_weight_statistics_by_hand(hand_posterior):
+    _, posterior = hand_posterior
+    rows = weight_statistics(posterior)
+    assert [r["key"] for r in rows] == prunable_keys(posterior)
+    first, second = rows
+    # Layer 0: |mu| = 1, 2, 3, 4 and sigma = 0.1, 10, 1, 1.
+    assert first["count"] == 4
+    assert first["median_abs_mu"] == pytest.approx(2.5)
+    assert first["median_sigma"] == pytest.approx(1.0, rel=1e-5)
+    assert first["corr_abs_mu_sigma"] == pytest.approx(
+        np.corrcoef([1, 2, 3, 4], [0.1, 10, 1, 1])[0, 1], rel=1e-4)
+    assert first["sigma_q10"] == pytest.approx(np.quantile([0.1, 10, 1, 1], 0.1), rel=1e-4)
+    # Layer 1: |mu| = 0.5, 5 and sigma = 0.01, 100: sigma grows with |mu|.
+    assert second["corr_abs_mu_sigma"] == pytest.approx(1.0)
+
+
+def test_weight_statistics_of_constant_sigma_has_no_correlation():
+    net, posterior = make_net()
+    set_posterior(posterior, mus=[[[1, 2], [3, 4]], [0, 0], [[0.5, -5]], [0.0]],
+                  sigmas=[np.full((2, 2), 0.1), [1, 1], np.full((1, 2), 0.1), [1.0]])
+    assert all(np.isnan(r["corr_abs_mu_sigma"]) for r in weight_statistics(posterior))
 
 
 def test_thresholds_by_hand():
@@ -264,6 +288,9 @@ def test_prune_writes_table_export_and_plots(run, capsys):
     assert "by |mu|/sigma" in out
     for name in ("snr_histogram.png", "snr_cdf.png"):
         assert (run / name).stat().st_size > 0
+    stats = json.loads((run / "weight_statistics.json").read_text())
+    assert [r["count"] for r in stats] == [784 * 32, 32 * 10]
+    assert "correlation of sigma with |mu|" in out
 
 
 def test_prune_refuses_to_overwrite_without_force(run, capsys):
