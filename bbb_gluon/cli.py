@@ -583,9 +583,12 @@ def cmd_compare(args):
                              "(nothing was changed)")
     if args.plot and not args.plot.lower().endswith(".png"):
         raise UsageError(f"--plot must name a .png file, got {args.plot!r}")
-    rows = [summarize_run(d) for d in args.run_dirs]
+    dirs_rows = [(d, summarize_run(d)) for d in args.run_dirs]
     if args.sort == "valid":
-        rows.sort(key=lambda r: (r["best_valid_error"] is None, r["best_valid_error"] or 0))
+        dirs_rows.sort(key=lambda dr: (dr[1]["best_valid_error"] is None,
+                                       dr[1]["best_valid_error"] or 0))
+    run_dirs = [d for d, _ in dirs_rows]
+    rows = [r for _, r in dirs_rows]
     header = ("run", "model", "hidden", "prior", "weighting", "rho0", "lr", "epochs",
               "best", "valid", "test means", "test MC")
     table = [header]
@@ -619,9 +622,9 @@ def cmd_compare(args):
 
         names = [r["run"] for r in rows]
         # Folders of one name in different places (runs/x, results/x) keep their paths.
-        labels = names if len(set(names)) == len(names) else args.run_dirs
+        labels = names if len(set(names)) == len(names) else run_dirs
         curves = {}
-        for run_dir, label in zip(args.run_dirs, labels, strict=True):
+        for run_dir, label in zip(run_dirs, labels, strict=True):
             history = [h for h in read_history(run_dir) if h.get("valid_error") is not None]
             if history:
                 curves[label] = ([h["epoch"] for h in history],

@@ -12,7 +12,9 @@ import shutil
 import numpy as np
 import pytest
 
+from bbb_gluon import plotting
 from bbb_gluon.cli import main
+from bbb_gluon.plotting import plot_validation_curves
 from bbb_gluon.runs import SUMMARY_COLUMNS, RunFolderError, run_weights, summarize_run
 from bbb_gluon.training import load_run
 
@@ -174,11 +176,26 @@ def test_compare_prints_and_writes_csv(runs, tmp_path, capsys):
     assert out_csv.read_text().startswith("run,")
 
 
-def test_compare_plots_the_validation_curves(runs, tmp_path, capsys):
+def test_compare_plots_the_validation_curves(runs, tmp_path, capsys, monkeypatch):
     bbb, plain = runs
     png = tmp_path / "curves.png"
-    assert main(["compare", str(bbb), str(plain), "--plot", str(png)]) == 0
-    assert png.read_bytes()[:8] == PNG_SIGNATURE
+    drawn = {}
+
+    def spy(curves, path=None, **kwargs):
+        drawn.update(curves)
+        return plot_validation_curves(curves, path, **kwargs)
+
+    monkeypatch.setattr(plotting, "plot_validation_curves", spy)
+    # In one of the two orders, sorting by validation error reorders the table; each
+    # curve must still be its own run's history.
+    for order in ((plain, bbb), (bbb, plain)):
+        drawn.clear()
+        assert main(["compare", *map(str, order), "--sort", "valid", "--plot", str(png),
+                     "--force"]) == 0
+        assert png.read_bytes()[:8] == PNG_SIGNATURE
+        for run in (bbb, plain):
+            errors = [float(r["valid_error"]) for r in _history(run)]
+            assert drawn[run.name][1] == errors
     png.write_bytes(b"keep")
     _one_line_error(capsys, main(["compare", str(bbb), "--plot", str(png)]), "compare")
     assert png.read_bytes() == b"keep"
