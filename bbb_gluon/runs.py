@@ -19,7 +19,7 @@ import numpy as np
 
 __all__ = ["RunFolderError", "SUMMARY_COLUMNS", "read_history", "summarize_run", "run_weights"]
 
-SUMMARY_COLUMNS = ("run", "dataset", "model", "hidden", "prior", "pi", "log_sigma1",
+SUMMARY_COLUMNS = ("run", "dataset", "transform", "model", "hidden", "prior", "pi", "log_sigma1",
                    "log_sigma2", "prior_sigma", "weighting", "rho_init", "lr", "samples",
                    "epochs_run", "epochs_planned", "best_epoch", "best_valid_error",
                    "last_valid_error", "median_seconds_per_epoch", "test_error_means",
@@ -104,6 +104,7 @@ def summarize_run(run_dir):
     return {
         "run": os.path.basename(os.path.normpath(run_dir)),
         "dataset": data.get("dataset"),
+        "transform": data.get("transform"),
         "model": train.get("model"),
         "hidden": "x".join(str(h) for h in train.get("hidden", [])),
         "prior": kind,

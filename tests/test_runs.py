@@ -48,6 +48,7 @@ def test_summary_of_a_finished_bbb_run(runs):
     history = _history(bbb)
     errors = [float(r["valid_error"]) for r in history]
     assert s["run"] == "bbb" and s["model"] == "bbb" and s["hidden"] == "16"
+    assert s["dataset"] == "mnist" and s["transform"] == "126"
     assert s["prior"] == "scale_mixture" and s["pi"] == 0.25
     assert s["log_sigma1"] == pytest.approx(0.0) and s["log_sigma2"] == pytest.approx(-7.0)
     assert s["prior_sigma"] is None
