@@ -557,6 +557,10 @@ def fit(config, train, valid=None, run_dir=None, ctx=None, resume=False, progres
     if resume:
         arrays, meta = _read_checkpoint(latest_path)
         _check_resume_config(meta["config"], config, latest_path)
+        if config.epochs < meta["epoch"]:
+            raise ValueError(f"{run_dir} has already finished {meta['epoch']} epochs; resume "
+                             f"with epochs >= {meta['epoch']} (equal: end the run there, "
+                             f"dropping a partly trained epoch), not {config.epochs}")
         try:
             _set_model_arrays(arrays, net, posterior, latest_path)
         except PosteriorMismatchError as e:

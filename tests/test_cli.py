@@ -179,6 +179,25 @@ def test_resume_takes_epochs_from_the_command_line(run_copy, monkeypatch, how, e
     assert seen == [(expected, True)]
 
 
+def test_resume_to_fewer_epochs_than_done_is_refused(run_copy):
+    before = snapshot(run_copy)
+    status, _, stderr = run_in_process(["train", "--out", str(run_copy), "--resume",
+                                        "--epochs", "1", "--no-progress"])
+    assert_usage_error(status, stderr, "already finished 2 epochs")
+    assert snapshot(run_copy) == before
+
+
+def test_resume_to_the_epochs_done_ends_the_run_there(run_copy):
+    history = (run_copy / "history.csv").read_text()
+    status, stdout, stderr = run_in_process(["train", "--out", str(run_copy), "--resume",
+                                             "--epochs", "2", "--test-samples", "2",
+                                             "--no-progress"])
+    assert status == 0, stderr
+    assert (run_copy / "history.csv").read_text() == history
+    assert json.loads((run_copy / "metrics.json").read_text())["epochs"] == 2
+    assert "of 2)" in stdout
+
+
 def test_ctrl_c_saves_a_checkpoint_and_exits_130(data_root, tmp_path):
     out = tmp_path / "run"
     proc = subprocess.Popen(
