@@ -223,17 +223,9 @@ def cmd_train(args):
 
 
 def _read_run_config(run_dir):
-    path = os.path.join(run_dir, "config.json")
-    if not os.path.isfile(path):
-        raise UsageError(f"{run_dir} is not a run folder (no config.json)")
-    try:
-        with open(path) as f:
-            stored = json.load(f)
-        if not (isinstance(stored["train"], dict) and isinstance(stored["data"], dict)):
-            raise TypeError
-    except (ValueError, KeyError, TypeError):
-        raise UsageError(f"{path} is corrupt or not a bbb_gluon run configuration") from None
-    return stored
+    from .runs import read_run_config
+
+    return read_run_config(run_dir)
 
 
 def cmd_demo(args):
@@ -292,16 +284,6 @@ def _other_dataset(name):
     return others[0] if others else None
 
 
-def _read_run_settings(run_dir):
-    """config.json of a run folder, with its "train" and "data" sections checked to be
-    mappings (a hand-edited file must give a one-line error, not a traceback)."""
-    stored = _read_run_config(run_dir)
-    if not (isinstance(stored["train"], dict) and isinstance(stored["data"], dict)):
-        raise UsageError(f"{os.path.join(run_dir, 'config.json')} is corrupt or not a "
-                         "bbb_gluon run configuration")
-    return stored
-
-
 def _load_test_data(stored, seed, data_dir):
     """The run's test split (as it was trained) and its pixel transform."""
     from . import data
@@ -346,7 +328,7 @@ def cmd_evaluate(args):
     if args.bins < 1:
         raise UsageError(f"--bins must be >= 1, got {args.bins}")
     run_dir = args.run_dir
-    stored = _read_run_settings(run_dir)
+    stored = _read_run_config(run_dir)
     out_json = os.path.join(run_dir, "evaluation.json")
     if os.path.exists(out_json) and not args.force:
         raise UsageError(f"{out_json} already exists; use --force to overwrite it "
@@ -500,7 +482,7 @@ def cmd_prune(args):
 
     fractions = _parse_fractions(args.fractions)
     run_dir = args.run_dir
-    stored = _read_run_settings(run_dir)
+    stored = _read_run_config(run_dir)
     model = stored["train"].get("model")
     if model != "bbb":
         raise UsageError(f"{run_dir} is a {model!r} run; prune needs a bbb run (it ranks "

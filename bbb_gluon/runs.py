@@ -17,7 +17,8 @@ import os
 
 import numpy as np
 
-__all__ = ["RunFolderError", "SUMMARY_COLUMNS", "read_history", "summarize_run", "run_weights"]
+__all__ = ["RunFolderError", "SUMMARY_COLUMNS", "read_run_config", "read_history",
+           "summarize_run", "run_weights"]
 
 SUMMARY_COLUMNS = ("run", "dataset", "transform", "model", "hidden", "prior", "pi", "log_sigma1",
                    "log_sigma2", "prior_sigma", "weighting", "rho_init", "lr", "samples",
@@ -33,9 +34,34 @@ class RunFolderError(ValueError):
 def _read_json(path):
     try:
         with open(path) as f:
-            return json.load(f)
+            stored = json.load(f)
+        if not isinstance(stored, dict):
+            raise ValueError
     except ValueError:
-        raise RunFolderError(f"{path} is corrupt (not JSON)") from None
+        raise RunFolderError(f"{path} is corrupt (not a JSON object)") from None
+    return stored
+
+
+def read_run_config(run_dir):
+    """A run folder's ``config.json``: ``{"train": {...}, "data": {...}}``.
+
+    Raises
+    ------
+    RunFolderError
+        No ``config.json``, or one that is not JSON or lacks the two sections (a hand-edited
+        file must give a one-line error in the commands, not a traceback).
+    """
+    path = os.path.join(run_dir, "config.json")
+    if not os.path.isfile(path):
+        raise RunFolderError(f"{run_dir} is not a run folder (no config.json)")
+    try:
+        stored = _read_json(path)
+    except RunFolderError:
+        stored = None
+    if not (stored and isinstance(stored.get("train"), dict)
+            and isinstance(stored.get("data"), dict)):
+        raise RunFolderError(f"{path} is corrupt or not a bbb_gluon run configuration")
+    return stored
 
 
 def _number(text):
@@ -77,14 +103,8 @@ def summarize_run(run_dir):
     prior of a plain network, are ``None``).
     """
     run_dir = os.fspath(run_dir)
-    config_path = os.path.join(run_dir, "config.json")
-    if not os.path.isfile(config_path):
-        raise RunFolderError(f"{run_dir} is not a run folder (no config.json)")
-    stored = _read_json(config_path)
-    train = stored.get("train") if isinstance(stored, dict) else None
-    data = stored.get("data") if isinstance(stored, dict) else None
-    if not isinstance(train, dict) or not isinstance(data, dict):
-        raise RunFolderError(f"{config_path} is not a bbb_gluon run configuration")
+    stored = read_run_config(run_dir)
+    train, data = stored["train"], stored["data"]
     history = read_history(run_dir)
     metrics_path = os.path.join(run_dir, "metrics.json")
     metrics = _read_json(metrics_path) if os.path.isfile(metrics_path) else {}

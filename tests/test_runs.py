@@ -101,6 +101,10 @@ def test_folders_that_are_not_runs(runs, tmp_path):
     with pytest.raises(RunFolderError, match="no config.json"):
         summarize_run(tmp_path)
     run = shutil.copytree(runs[0], tmp_path / "broken")
+    (run / "metrics.json").write_text("[1, 2]")
+    with pytest.raises(RunFolderError, match="metrics.json is corrupt"):
+        summarize_run(run)
+    (run / "metrics.json").unlink()
     (run / "history.csv").write_text("epoch,valid_error\nx,0.1\n")
     with pytest.raises(RunFolderError, match="corrupt"):
         summarize_run(run)
@@ -109,6 +113,9 @@ def test_folders_that_are_not_runs(runs, tmp_path):
         summarize_run(run)
     (run / "config.json").write_text("{not json")
     with pytest.raises(RunFolderError, match="corrupt"):
+        summarize_run(run)
+    (run / "config.json").write_text('{"train": {}}')
+    with pytest.raises(RunFolderError, match="not a bbb_gluon run configuration"):
         summarize_run(run)
 
 
