@@ -16,7 +16,24 @@ import time
 __all__ = ["main"]
 
 EXIT_USAGE = 2
+EXIT_DIVERGED = 3
 EXIT_INTERRUPTED = 130
+
+# Named sets of `train` options. An option given on the command line wins over the recipe.
+RECIPES = {
+    # The paper's update (plain SGD, lr 1e-3 on the summed minibatch cost of eq. 8) with the
+    # remaining choices of the public reproduction that reported 1.31% at 2x1200
+    # (JINKEHE/BayesByBackprop): 600 epochs, lr x0.1 after epoch 300, pi=3/4, sigma1=1,
+    # sigma2=e^-8, uniform weighting, mu ~ U(-0.03, 0.03), rho ~ U(-3.5, -3), one sample,
+    # all 60,000 training images; the end-of-training network is the one reported.
+    "paper": {"optimizer": "sgd", "lr": 1e-3, "loss_reduction": "sum",
+              "lr_decay_epochs": [300], "lr_decay_factor": 0.1, "epochs": 600,
+              "prior": "scale_mixture", "pi": 0.75, "log_sigma1": 0.0, "log_sigma2": -8.0,
+              "weighting": "uniform", "complexity": "mc", "samples": 1,
+              "mu_init": "uniform", "mu_scale": 0.03, "rho_init": [-3.5, -3.0],
+              "num_valid": 0, "monitor_test": True, "eval_samples": 0,
+              "test_samples": 100},
+}
 
 
 class UsageError(Exception):
@@ -71,7 +88,42 @@ def _weighting(text):
             f"weighting must be uniform, blundell or a number, got {text!r}") from None
 
 
+def _rho_init(text):
+    try:
+        values = [float(v) for v in text.split(",")]
+    except ValueError:
+        values = []
+    if len(values) == 1:
+        return values[0]
+    if len(values) == 2 and values[0] <= values[1]:
+        return values
+    raise argparse.ArgumentTypeError(
+        f"expected a number like -3 or a range LOW,HIGH like -3.5,-3, got {text!r}")
+
+
+def _epoch_list(text):
+    try:
+        epochs = [int(e) for e in text.split(",") if e.strip()]
+    except ValueError:
+        epochs = [0]
+    if any(e < 1 for e in epochs) or epochs != sorted(set(epochs)):
+        raise argparse.ArgumentTypeError(
+            f"expected increasing epoch numbers like 300 or 200,400, got {text!r}")
+    return epochs
+
+
+def _recipe_help(name):
+    return ", ".join(f"--{k.replace('_', '-')} " + (
+        ",".join(f"{v:g}" if isinstance(v, float) else str(v) for v in value)
+        if isinstance(value, list) else
+        "" if value is True else f"{value:g}" if isinstance(value, float) else str(value))
+        for k, value in RECIPES[name].items()).replace(" ,", ",")
+
+
 def _add_train_args(p):
+    p.add_argument("--recipe", choices=sorted(RECIPES), default=None,
+                   help="a named set of options; options given beside it win. paper: "
+                        + _recipe_help("paper"))
     g = p.add_argument_group("data")
     g.add_argument("--dataset", default="mnist", help="mnist or fashion-mnist (default mnist)")
     g.add_argument("--data-dir", default=None,
@@ -80,7 +132,8 @@ def _add_train_args(p):
     g.add_argument("--transform", default="126", choices=["126", "255", "standardize"],
                    help="pixel scaling: divide by 126 (the paper's), by 255, or standardise")
     g.add_argument("--num-valid", type=int, default=10000,
-                   help="training images held out for validation (default 10000: 50k/10k)")
+                   help="training images held out for validation (default 10000: 50k/10k; "
+                        "0: train on all 60,000 and report the end-of-training network)")
     g.add_argument("--subset", type=int, default=None,
                    help="use at most this many images of each split (quick runs)")
     g = p.add_argument_group("model")
@@ -102,14 +155,30 @@ def _add_train_args(p):
     g.add_argument("--weighting", type=_weighting, default="uniform",
                    help="complexity weighting: uniform, blundell, or a constant")
     g.add_argument("--samples", type=int, default=1, help="weight samples per step")
-    g.add_argument("--mu-init", default="normal", choices=["normal", "copy"])
-    g.add_argument("--mu-scale", type=float, default=0.1)
-    g.add_argument("--rho-init", type=float, default=-3.0)
+    g.add_argument("--mu-init", default="normal", choices=["normal", "uniform"],
+                   help="mu ~ N(0, mu_scale^2) (normal, default) or U(-mu_scale, mu_scale)")
+    g.add_argument("--mu-scale", type=float, default=0.1,
+                   help="standard deviation (normal) or half-width (uniform) of mu's start")
+    g.add_argument("--rho-init", type=_rho_init, default=-3.0,
+                   help="initial rho: a constant (default -3: sigma 0.049) or a range "
+                        "LOW,HIGH drawn uniformly (write --rho-init=-3.5,-3)")
     g = p.add_argument_group("optimisation")
     g.add_argument("--epochs", type=int, default=None,
                    help="epochs in all (default 10; with --resume: the stored count)")
-    g.add_argument("--optimizer", default="adam", choices=["adam", "sgd"])
-    g.add_argument("--lr", type=float, default=1e-3)
+    g.add_argument("--optimizer", default="adam", choices=["adam", "sgd"],
+                   help="adam (default) or sgd: plain gradient descent, no momentum")
+    g.add_argument("--lr", type=float, default=1e-3,
+                   help="learning rate on the gradient of the batch cost that "
+                        "--loss-reduction names (default 1e-3)")
+    g.add_argument("--loss-reduction", default="mean", choices=["mean", "sum"],
+                   help="the optimiser differentiates the batch's mean cost (default, "
+                        "Gluon's convention) or its sum (the paper's eq. 8: SGD at lr 1e-3 "
+                        "with sum equals lr 0.128 with mean at batch 128)")
+    g.add_argument("--lr-decay-epochs", type=_epoch_list, default=[],
+                   help="epochs after which the learning rate is multiplied by "
+                        "--lr-decay-factor, e.g. 300 or 200,400 (default none)")
+    g.add_argument("--lr-decay-factor", type=float, default=0.1,
+                   help="factor of each learning-rate decay (default 0.1)")
     g.add_argument("--batch-size", type=int, default=128)
     g.add_argument("--seed", type=int, default=0)
     g.add_argument("--engine", default="auto", choices=["auto", "fused", "reference"],
@@ -121,6 +190,9 @@ def _add_train_args(p):
                    help="weight samples of the per-epoch Monte-Carlo validation error")
     g.add_argument("--test-samples", type=int, default=10,
                    help="weight samples of the final Monte-Carlo test error (default 10)")
+    g.add_argument("--monitor-test", action="store_true",
+                   help="record the test error after every epoch (history columns test_error, "
+                        "test_error_mc); it chooses nothing")
     g.add_argument("--ctx", default="cpu", help="cpu, gpu, gpu:0,gpu:1 or cpu:0,cpu:1")
     g.add_argument("--out", default=None,
                    help="run folder (default runs/<dataset>-<model>-<hidden>-s<seed>)")
@@ -145,19 +217,29 @@ def _config_from_args(args):
         samples=args.samples, weighting=args.weighting, complexity=args.complexity,
         prior=prior, mu_init=args.mu_init, mu_scale=args.mu_scale, rho_init=args.rho_init,
         dropout=args.dropout, eval_samples=args.eval_samples, seed=args.seed,
-        engine=args.engine)
+        engine=args.engine, loss_reduction=args.loss_reduction,
+        lr_decay_epochs=tuple(args.lr_decay_epochs), lr_decay_factor=args.lr_decay_factor)
 
 
 def cmd_train(args):
     from . import data, plotting
     from .prediction import error_rate, predict_proba
-    from .training import TrainConfig, TrainingInterrupted, _atomic_write_text, fit, load_run
+    from .training import (
+        TrainConfig,
+        TrainingDiverged,
+        TrainingInterrupted,
+        _atomic_write_text,
+        fit,
+        load_run,
+    )
 
     if args.test_samples < 0:
         raise UsageError(f"--test-samples must be >= 0, got {args.test_samples}")
     if args.resume:
         if not args.out:
             raise UsageError("--resume needs --out RUN_DIR")
+        if args.recipe:
+            raise UsageError("--recipe with --resume: a resumed run keeps its stored settings")
         stored = _read_run_config(args.out)
         config = TrainConfig.from_dict(stored["train"])
         if args.epochs is not None:
@@ -168,7 +250,7 @@ def cmd_train(args):
         config = _config_from_args(args)
         data_args = {"dataset": args.dataset, "transform": args.transform,
                      "num_valid": args.num_valid, "subset": args.subset,
-                     "data_dir": args.data_dir}
+                     "data_dir": args.data_dir, "monitor_test": args.monitor_test}
         if data_args["dataset"] not in data.DATASETS:
             raise UsageError(f"unknown dataset {args.dataset!r}; choose one of {data.DATASETS}")
     out = args.out or os.path.join("runs", f"{data_args['dataset']}-{config.model}-"
@@ -188,26 +270,42 @@ def cmd_train(args):
     try:
         result = fit(config, splits.train, splits.valid, run_dir=out, ctx=ctxs,
                      resume=args.resume, progress=not args.no_progress,
-                     extra_config={"data": data_args})
+                     extra_config={"data": data_args},
+                     test=splits.test if data_args.get("monitor_test") else None)
     except TrainingInterrupted:
         print(f"interrupted: checkpoint saved in {out}/checkpoints; continue with "
               f"bbb-gluon train --out {out} --resume", file=sys.stderr)
         return EXIT_INTERRUPTED
+    except TrainingDiverged as e:
+        print(f"bbb-gluon train: error: {e}", file=sys.stderr)
+        return EXIT_DIVERGED
     wall = time.perf_counter() - t0
     history = result.history
-    net, posterior, _, meta = load_run(out, "best", ctx=ctxs[0])
     Xt, yt = splits.test
+
+    def test_errors(which):
+        net, posterior, _, meta = load_run(out, which, ctx=ctxs[0])
+        errors = {"epoch": meta["epoch"],
+                  "test_error_means": error_rate(predict_proba(net, Xt, posterior, 0,
+                                                               ctx=ctxs[0]), yt)}
+        if posterior is not None and args.test_samples > 0:
+            errors["test_samples"] = args.test_samples
+            errors["test_error_mc"] = error_rate(
+                predict_proba(net, Xt, posterior, args.test_samples, ctx=ctxs[0]), yt)
+        return errors
+
+    has_valid = bool(history) and history[-1].get("valid_error") is not None
+    best = test_errors("best")
+    end = test_errors("latest") if has_valid else dict(best)
+    best_epoch = best.pop("epoch")
     metrics = {"dataset": splits.name, "model": config.model, "hidden": list(config.hidden),
-               "epochs": len(history), "best_epoch": meta["best"]["epoch"],
+               "epochs": len(history), "best_epoch": best_epoch,
+               "selected_by": ("lowest validation error (means)" if has_valid
+                               else "end of training (no validation split)"),
                "seconds_per_epoch": sum(r["seconds"] for r in history) / max(len(history), 1),
-               "wall_seconds_this_invocation": wall,
-               "test_error_means": error_rate(predict_proba(net, Xt, posterior, 0,
-                                                            ctx=ctxs[0]), yt)}
-    if posterior is not None and args.test_samples > 0:
-        metrics["test_samples"] = args.test_samples
-        metrics["test_error_mc"] = error_rate(
-            predict_proba(net, Xt, posterior, args.test_samples, ctx=ctxs[0]), yt)
-    if history and history[-1].get("valid_error") is not None:
+               "wall_seconds_this_invocation": wall, **best,
+               "end_of_training": end}
+    if has_valid:
         metrics["best_valid_error"] = min(r["valid_error"] for r in history)
     _atomic_write_text(os.path.join(out, "metrics.json"), json.dumps(metrics, indent=1))
     plotting.plot_learning_curve(history, os.path.join(out, "learning_curve.png"),
@@ -217,6 +315,11 @@ def cmd_train(args):
         line += (f", {100 * metrics['test_error_mc']:.2f}% with {args.test_samples} "
                  "weight samples")
     print(f"{line} (best epoch {metrics['best_epoch']} of {len(history)})")
+    if has_valid:
+        line = f"end of training: {100 * end['test_error_means']:.2f}% with the means"
+        if "test_error_mc" in end:
+            line += f", {100 * end['test_error_mc']:.2f}%"
+        print(line)
     print(f"wrote {out}/config.json, metrics.json, history.csv, history.json, "
           f"learning_curve.png, checkpoints/")
     return 0
@@ -549,6 +652,8 @@ def _pct(value):
 
 
 def _setting(value):
+    if isinstance(value, list | tuple):
+        return "..".join(f"{v:g}" for v in value)
     return "-" if value is None else f"{value:g}"
 
 
@@ -682,6 +787,7 @@ def build_parser():
                                    "into the run folder.")
     _add_train_args(p)
     p.set_defaults(func=cmd_train)
+    parser.train_parser = p  # main() sets a --recipe's values as its defaults
     p = sub.add_parser("evaluate", help="test error, calibration and OOD detection of a run",
                        description="Evaluate a run folder's best checkpoint on its test split "
                                    "(the data settings stored in config.json): test error with "
@@ -772,6 +878,10 @@ def build_parser():
 def main(argv=None):
     parser = build_parser()
     args = parser.parse_args(argv)
+    if getattr(args, "recipe", None):
+        # The recipe's values become the defaults, so options given beside it still win.
+        parser.train_parser.set_defaults(**RECIPES[args.recipe])
+        args = parser.parse_args(argv)
     from .data import DataFileError, DatasetNotFoundError
     from .posterior import PosteriorMismatchError
     from .training import CheckpointError

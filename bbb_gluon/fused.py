@@ -213,13 +213,15 @@ class FusedBBBStep:
         return [mx.nd.bbb_normal(mu, seed=seed, stream=stream, counter=counter, layer=k)
                 for k, mu in enumerate(self.posterior.mu(ctx))]
 
-    def __call__(self, X, y, batch_index, samples=1, eps=None, want_complexity=False):
+    def __call__(self, X, y, batch_index, samples=1, eps=None, want_complexity=False,
+                 step_size=None):
         """Update on batch ``(X, y)``; returns ``(nll_sum, complexity)`` as NDArrays of
         shape (1,) on the first context (``complexity`` is the unweighted cost :math:`C`
         of the first device's first sample, computed only if ``want_complexity``, else
         None).
 
         ``eps[k][s]``: per-layer noise (list of arrays) for device ``k``, sample ``s``.
+        ``step_size`` goes to ``trainer.step`` (default the batch size).
         """
         ctxs = self.posterior.contexts
         Xs = mx.gluon.utils.split_and_load(X, ctxs, even_split=False)
@@ -268,7 +270,7 @@ class FusedBBBStep:
         for p in list(self.posterior._mu) + list(self.posterior._rho):
             for data in p.list_data():
                 _mark_fresh(data)
-        self.trainer.step(batch_size)
+        self.trainer.step(batch_size if step_size is None else step_size)
         total = nll_sums[0]
         for v in nll_sums[1:]:
             total = total + v

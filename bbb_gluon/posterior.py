@@ -14,6 +14,7 @@ References
 
 import json
 import math
+import numbers
 import os
 import tempfile
 from dataclasses import dataclass
@@ -105,14 +106,19 @@ class Posterior:
     net : gluon.Block
         An initialised network whose parameters all belong to ``nn.Dense`` layers
         (``nn.Sequential`` or ``nn.HybridSequential`` of Dense, activations, Dropout).
-    mu_init : {"normal", "copy"}, default "normal"
+    mu_init : {"normal", "uniform", "copy"}, default "normal"
         ``"normal"``: :math:`\mu \sim N(0, \text{mu_scale}^2)` (the MXNet tutorial's
-        choice); ``"copy"``: :math:`\mu` starts at the network's current weights
-        (e.g. a pretrained net).
+        choice); ``"uniform"``: :math:`\mu \sim U(-\text{mu_scale}, \text{mu_scale})`
+        (the published reproduction of the paper's 1.31%: U(-0.03, 0.03));
+        ``"copy"``: :math:`\mu` starts at the network's current weights (e.g. a
+        pretrained net).
     mu_scale : float, default 0.1
-        Standard deviation of the ``"normal"`` initialisation.
-    rho_init : float, default -3.0
-        Constant initial :math:`\rho` (:math:`\sigma \approx 0.049`).
+        Standard deviation of the ``"normal"`` initialisation, half-width of the
+        ``"uniform"`` one.
+    rho_init : float or (low, high), default -3.0
+        Initial :math:`\rho`: one constant (-3: :math:`\sigma \approx 0.049`), or a pair
+        drawing every :math:`\rho` from :math:`U(\text{low}, \text{high})` (e.g.
+        (-3.5, -3): :math:`\sigma` between 0.030 and 0.049).
     sigma_init : float, optional
         Initial :math:`\sigma` instead of ``rho_init`` (:math:`\rho` set to its inverse
         softplus).
@@ -138,16 +144,14 @@ class Posterior:
     def __init__(self, net, mu_init="normal", mu_scale=0.1, rho_init=-3.0, sigma_init=None,
                  seed=None, prefix="posterior_"):
         named = dense_parameters(net)
-        if mu_init not in ("normal", "copy"):
-            raise ValueError(f"mu_init must be 'normal' or 'copy', got {mu_init!r}")
+        if mu_init not in ("normal", "uniform", "copy"):
+            raise ValueError(f"mu_init must be 'normal', 'uniform' or 'copy', got {mu_init!r}")
         if isinstance(mu_scale, bool) or not (isinstance(mu_scale, int | float)
                                               and math.isfinite(mu_scale) and mu_scale > 0):
             raise ValueError(f"mu_scale must be a finite number > 0, got {mu_scale!r}")
         if sigma_init is not None:
             rho_init = ops.inverse_softplus(sigma_init)
-        if isinstance(rho_init, bool) or not (isinstance(rho_init, int | float)
-                                              and math.isfinite(rho_init)):
-            raise ValueError(f"rho_init must be a finite number, got {rho_init!r}")
+        rho_range = check_rho_init(rho_init)
         if seed is None:
             seed = int(np.random.randint(0, 2**31 - 1))
         self.seed = int(seed)
@@ -158,18 +162,26 @@ class Posterior:
         self.params = gluon.ParameterDict(prefix)
         self._mu, self._rho = [], []
         rng = np.random.default_rng([self.seed, 1])
+        # A stream of its own, so a constant rho_init leaves the mu draws as they were.
+        rho_rng = np.random.default_rng([self.seed, 2])
         for key, shape in zip(self.keys, self.shapes, strict=True):
             mu = self.params.get(f"{key}_mu", shape=shape, init=mx.init.Zero())
-            rho = self.params.get(f"{key}_rho", shape=shape, init=mx.init.Constant(rho_init))
+            rho = self.params.get(f"{key}_rho", shape=shape,
+                                  init=mx.init.Constant(rho_range[0]))
             mu.initialize(ctx=self.contexts)
             rho.initialize(ctx=self.contexts)
             if mu_init == "copy":
                 mu.set_data(named[key].data(self.contexts[0]).copy())
+            elif mu_init == "uniform":
+                mu.set_data(mx.nd.array(rng.uniform(-mu_scale, mu_scale, shape)
+                                        .astype(np.float32)))
             else:
                 mu.set_data(mx.nd.array(rng.normal(0.0, mu_scale, shape).astype(np.float32)))
+            if rho_range[0] != rho_range[1]:
+                rho.set_data(mx.nd.array(rho_rng.uniform(*rho_range, shape).astype(np.float32)))
             self._mu.append(mu)
             self._rho.append(rho)
-        self.rho_init = float(rho_init)
+        self.rho_init = rho_range[0] if rho_range[0] == rho_range[1] else rho_range
         self.noise = NoiseSource(self.num_weights, seed=self.seed)
 
     # --- introspection -------------------------------------------------------------
@@ -303,6 +315,18 @@ class Posterior:
         for key, mu, rho in zip(self.keys, self._mu, self._rho, strict=True):
             mu.set_data(arrays[f"{key}|mu"])
             rho.set_data(arrays[f"{key}|rho"])
+
+
+def check_rho_init(rho_init):
+    """``rho_init`` as a ``(low, high)`` pair (equal for a constant); ``ValueError`` unless
+    it is a finite number or a pair of finite numbers with ``low <= high``."""
+    values = list(rho_init) if isinstance(rho_init, list | tuple) else [rho_init, rho_init]
+    if len(values) != 2 or any(isinstance(v, bool) or not isinstance(v, numbers.Real)
+                               or not math.isfinite(v) for v in values) \
+            or values[0] > values[1]:
+        raise ValueError(f"rho_init must be a finite number or a pair (low, high) of finite "
+                         f"numbers with low <= high, got {rho_init!r}")
+    return float(values[0]), float(values[1])
 
 
 def _describe_mismatch(a, b, name_a, name_b):

@@ -39,6 +39,7 @@ from .posterior import (
     Posterior,
     PosteriorMismatchError,
     atomic_nd_save,
+    check_rho_init,
     read_nd_file,
     readable_like_open,
 )
@@ -47,7 +48,7 @@ from .priors import make_prior
 from .sampling import use_weights
 
 __all__ = ["TrainConfig", "TrainResult", "fit", "build_mlp", "bbb_step", "load_run",
-           "CheckpointError", "TrainingInterrupted", "MODELS"]
+           "CheckpointError", "TrainingInterrupted", "TrainingDiverged", "MODELS"]
 
 MODELS = ("bbb", "plain", "dropout")
 _ARCH_FIELDS = ("model", "hidden", "activation", "num_inputs", "num_outputs", "likelihood")
@@ -60,6 +61,19 @@ class CheckpointError(ValueError):
 
 class TrainingInterrupted(KeyboardInterrupt):
     """Ctrl-C during :func:`fit`: a checkpoint was saved; ``fit(..., resume=True)`` continues."""
+
+
+class TrainingDiverged(RuntimeError):
+    """A cost or parameter became NaN or infinite during :func:`fit`.
+
+    Nothing of the epoch it happened in was saved: the run folder holds the last good
+    epoch's checkpoint and history. Attributes ``epoch`` and ``batch`` (1-based; ``batch``
+    is None when only a parameter was found non-finite at the epoch's end) say where.
+    """
+
+    def __init__(self, message, epoch, batch):
+        super().__init__(message)
+        self.epoch, self.batch = epoch, batch
 
 
 @dataclass
@@ -78,7 +92,19 @@ class TrainConfig:
         "bernoulli" uses one output unit (``num_outputs`` must be 1).
     epochs : int, default 10
     optimizer : {"adam", "sgd"}, default "adam"
+        "sgd" is plain gradient descent (no momentum), the paper's update.
     lr : float, default 1e-3
+        Learning rate, applied to the gradient of the batch cost that ``loss_reduction``
+        names.
+    loss_reduction : {"mean", "sum"}, default "mean"
+        What the optimiser differentiates: the batch's mean cost (Gluon's convention,
+        ``trainer.step(batch_size)``) or its summed cost, the paper's minibatch cost
+        :math:`f_i` of eq. (8) (``trainer.step(1)``). For SGD, lr 1e-3 with "sum" is lr
+        0.128 with "mean" at batch 128; Adam is nearly indifferent to the scale.
+    lr_decay_epochs : tuple of int, default ()
+        Epochs after which the learning rate is multiplied by ``lr_decay_factor``
+        (``(300,)``: epochs 301 onwards run at ``lr * lr_decay_factor``).
+    lr_decay_factor : float, default 0.1
     batch_size : int, default 128
     samples : int, default 1
         Weight samples per step (bbb).
@@ -87,7 +113,8 @@ class TrainConfig:
     complexity : {"mc", "kl"}, default "mc"
     prior : dict, default scale mixture pi=0.5, sigma1=1, sigma2=e^-6
         As :func:`bbb_gluon.make_prior` takes it.
-    mu_init, mu_scale, rho_init : see :class:`bbb_gluon.Posterior`.
+    mu_init, mu_scale, rho_init : see :class:`bbb_gluon.Posterior` (``rho_init`` may be a
+        pair ``[low, high]`` drawing every rho uniformly in that range).
     dropout : float, default 0.5
         Drop probability of the dropout baseline (before every Dense layer but the first).
     eval_samples : int, default 10
@@ -111,6 +138,9 @@ class TrainConfig:
     epochs: int = 10
     optimizer: str = "adam"
     lr: float = 1e-3
+    loss_reduction: str = "mean"
+    lr_decay_epochs: tuple = ()
+    lr_decay_factor: float = 0.1
     batch_size: int = 128
     samples: int = 1
     weighting: object = "uniform"
@@ -128,6 +158,9 @@ class TrainConfig:
 
     def __post_init__(self):
         self.hidden = tuple(self.hidden)
+        self.lr_decay_epochs = tuple(self.lr_decay_epochs)
+        if isinstance(self.rho_init, list | tuple):
+            self.rho_init = tuple(self.rho_init)
         self.validate()
 
     def validate(self):
@@ -170,12 +203,21 @@ class TrainConfig:
                              f"got {self.engine!r}")
         if self.optimizer not in ("adam", "sgd"):
             raise ValueError(f"unknown optimizer {self.optimizer!r}; choose 'adam' or 'sgd'")
-        if not (isinstance(self.rho_init, numbers.Real) and math.isfinite(self.rho_init)):
-            raise ValueError(f"rho_init must be a finite number, got {self.rho_init!r}")
+        check_rho_init(self.rho_init)
+        if self.loss_reduction not in ("mean", "sum"):
+            raise ValueError(f"loss_reduction must be 'mean' or 'sum', "
+                             f"got {self.loss_reduction!r}")
+        decay = self.lr_decay_epochs
+        if any(isinstance(e, bool) or not isinstance(e, numbers.Integral) or e < 1
+               for e in decay) or list(decay) != sorted(set(decay)):
+            raise ValueError(f"lr_decay_epochs must be increasing positive epoch numbers, "
+                             f"got {list(decay)!r}")
+        positive_float("lr_decay_factor")
         if not (isinstance(self.dropout, numbers.Real) and 0 <= self.dropout < 1):
             raise ValueError(f"dropout must lie in [0, 1), got {self.dropout!r}")
-        if self.mu_init not in ("normal", "copy"):
-            raise ValueError(f"mu_init must be 'normal' or 'copy', got {self.mu_init!r}")
+        if self.mu_init not in ("normal", "uniform", "copy"):
+            raise ValueError(f"mu_init must be 'normal', 'uniform' or 'copy', "
+                             f"got {self.mu_init!r}")
         if self.complexity not in ("mc", "kl"):
             raise ValueError(f"complexity must be 'mc' or 'kl', got {self.complexity!r}")
         prior = make_prior(**self.prior)  # raises for bad hyperparameters
@@ -193,7 +235,19 @@ class TrainConfig:
     def to_dict(self):
         d = asdict(self)
         d["hidden"] = list(self.hidden)
+        d["lr_decay_epochs"] = list(self.lr_decay_epochs)
+        if isinstance(self.rho_init, tuple):
+            d["rho_init"] = list(self.rho_init)
         return d
+
+    def lr_at(self, epoch):
+        """The learning rate of 0-based ``epoch`` under the decay schedule."""
+        drops = sum(1 for e in self.lr_decay_epochs if epoch >= e)
+        return self.lr * self.lr_decay_factor ** drops
+
+    def step_size(self, batch_size):
+        """What ``trainer.step`` is given: the batch size for a mean cost, 1 for a sum."""
+        return batch_size if self.loss_reduction == "mean" else 1
 
     @classmethod
     def from_dict(cls, d):
@@ -235,7 +289,8 @@ class TrainResult:
     interrupted: bool = False
 
 
-def bbb_step(net, posterior, loss_fn, trainer, X, y, batch_index, ctxs, samples=1, eps=None):
+def bbb_step(net, posterior, loss_fn, trainer, X, y, batch_index, ctxs, samples=1, eps=None,
+             step_size=None):
     """One Bayes-by-Backprop update on a batch, split over ``ctxs``.
 
     Parameters
@@ -245,6 +300,9 @@ def bbb_step(net, posterior, loss_fn, trainer, X, y, batch_index, ctxs, samples=
     eps : list of list of array, optional
         ``eps[k][s]``: flat noise for device ``k``, sample ``s`` (for tests); default draws
         from each device's own stream.
+    step_size : int, optional
+        Given to ``trainer.step`` (default the batch size: the gradient of the mean cost;
+        1: of the summed cost).
 
     Returns
     -------
@@ -274,7 +332,7 @@ def bbb_step(net, posterior, loss_fn, trainer, X, y, batch_index, ctxs, samples=
             if k == 0:
                 complexity = loss_fn.last_complexity_cost
     autograd.backward(losses)
-    trainer.step(batch_size)
+    trainer.step(batch_size if step_size is None else step_size)
     if complexity is not None:
         complexity = complexity.as_in_context(ctxs[0]).reshape((1,))
     return _gather(nlls, ctxs[0]), complexity
@@ -287,13 +345,13 @@ def _gather(values, ctx):
     return total.reshape((1,))
 
 
-def _plain_step(net, loss_fn, trainer, X, y, ctxs):
+def _plain_step(net, loss_fn, trainer, X, y, ctxs, step_size):
     Xs = gluon.utils.split_and_load(X, ctxs, even_split=False)
     ys = gluon.utils.split_and_load(y, ctxs, even_split=False)
     with autograd.record():
         losses = [loss_fn(net(xb), yb) for xb, yb in zip(Xs, ys, strict=True)]
     autograd.backward(losses)
-    trainer.step(X.shape[0])
+    trainer.step(step_size)
     return _gather([l.sum() for l in losses], ctxs[0])
 
 
@@ -476,7 +534,7 @@ def _catch_sigint():
 
 
 def fit(config, train, valid=None, run_dir=None, ctx=None, resume=False, progress=True,
-        stop_after_batches=None, extra_config=None, restore_best=False):
+        stop_after_batches=None, extra_config=None, restore_best=False, test=None):
     """Train a model as ``config`` says.
 
     Parameters
@@ -502,6 +560,16 @@ def fit(config, train, valid=None, run_dir=None, ctx=None, resume=False, progres
     restore_best : bool, default False
         End with the weights of the epoch with the lowest validation error (kept in
         memory) instead of the last epoch's; ``TrainResult.best_epoch`` says which.
+    test : (X, y), optional
+        A held-out set whose error is recorded after every epoch (history columns
+        ``test_error`` and ``test_error_mc``) and used for nothing else: it lets a run
+        that trains on all the data, with no validation split, show its learning curve.
+
+    Raises
+    ------
+    TrainingDiverged
+        As soon as a batch's cost (or, at an epoch's end, a parameter) is NaN or infinite;
+        the run folder keeps the last good epoch.
 
     Returns
     -------
@@ -517,6 +585,7 @@ def fit(config, train, valid=None, run_dir=None, ctx=None, resume=False, progres
         Xv, yv = _check_arrays("validation", *valid, config)
     else:
         Xv = yv = None
+    Xm, ym = _check_arrays("test", *test, config) if test is not None else (None, None)
     if run_dir is not None:
         run_dir = os.fspath(run_dir)
         ckpt_dir, latest_path, best_path = _run_paths(run_dir)
@@ -597,12 +666,18 @@ def fit(config, train, valid=None, run_dir=None, ctx=None, resume=False, progres
                 measured, seconds = partial["measured"], partial["seconds"]
             bar = tqdm(total=num_batches, initial=skip, desc=f"epoch {epoch + 1}/{config.epochs}",
                        disable=not progress, leave=True, dynamic_ncols=True)
+            # Set every epoch: loading optimizer states on resume brings back a stored rate.
+            trainer.set_learning_rate(config.lr_at(epoch))
+            # Index of the first batch whose cost was not finite, kept on the device and
+            # read with the progress reports, so the check adds no host sync.
+            first_bad = mx.nd.full((1,), -1.0, ctx=ctxs[0])
             t0 = time.perf_counter()
             stopped_at = None
             for i, (xb, yb) in enumerate(loader.epoch(epoch)):
                 if i < skip:
                     continue
                 report = (i + 1) % config.log_every == 0
+                step_size = config.step_size(xb.shape[0])
                 if config.model == "dropout":
                     # mx.random's state cannot be saved; a seed per batch makes the masks
                     # a function of the position, so resuming reproduces them.
@@ -611,17 +686,22 @@ def fit(config, train, valid=None, run_dir=None, ctx=None, resume=False, progres
                     # The complexity cost's value is only for reports: computed on the
                     # first batch and every log_every-th (its gradient on every batch).
                     nll, cplx = fused_step(xb, yb, i, config.samples,
-                                           want_complexity=report or i == 0)
+                                           want_complexity=report or i == 0,
+                                           step_size=step_size)
                 elif posterior is not None:
                     nll, cplx = bbb_step(net, posterior, loss_fn, trainer, xb, yb, i, ctxs,
-                                         config.samples)
+                                         config.samples, step_size=step_size)
                 else:
-                    nll, cplx = _plain_step(net, loss_fn, trainer, xb, yb, ctxs), None
+                    nll, cplx = _plain_step(net, loss_fn, trainer, xb, yb, ctxs,
+                                            step_size), None
                 acc_nll += nll
                 if cplx is not None:
                     acc_cplx += cplx
                     measured += 1
                 batches_done += 1
+                first_bad = _track_nonfinite(first_bad, acc_nll + acc_cplx, i)
+                if report or i + 1 == num_batches:
+                    _raise_if_diverged(first_bad, acc_nll, acc_cplx, epoch, run_dir)
                 if report and progress:
                     n, k = float(acc_nll.asscalar()), float(acc_cplx.asscalar())
                     kl = pi_sum * k / measured if measured else 0.0
@@ -644,10 +724,12 @@ def fit(config, train, valid=None, run_dir=None, ctx=None, resume=False, progres
                     _save_checkpoint(latest_path, net, posterior, trainer,
                                      meta_now(epoch, stopped_at, part))
                 break
+            _raise_if_diverged(first_bad, acc_nll, acc_cplx, epoch, run_dir)
+            _check_parameters(net, posterior, epoch, run_dir)
             complexity = (pi_sum * float(acc_cplx.asscalar()) / measured
                           if posterior is not None and measured else 0.0)
             row = _epoch_row(epoch, float(acc_nll.asscalar()), complexity, len(y), seconds,
-                             net, posterior, config, Xv, yv, ctxs[0])
+                             net, posterior, config, Xv, yv, ctxs[0], Xm, ym)
             history.append(row)
             improved = Xv is not None and (best["error"] is None
                                            or row["valid_error"] < best["error"])
@@ -699,22 +781,62 @@ def _batch_seed(seed, epoch, batch):
     return int(np.random.SeedSequence([seed, epoch, batch]).generate_state(1)[0] % (2**31))
 
 
+def _track_nonfinite(first_bad, running_cost, batch):
+    """``first_bad`` with ``batch`` put in if it is still -1 and the running cost is not
+    finite (a NaN or infinity stays in a running sum, so the first one is caught)."""
+    newly = (first_bad < 0) * (1 - mx.nd.contrib.isfinite(running_cost))
+    return first_bad + newly * (batch + 1)
+
+
+def _raise_if_diverged(first_bad, acc_nll, acc_cplx, epoch, run_dir):
+    bad = int(first_bad.asscalar())
+    if bad < 0:
+        return
+    raise TrainingDiverged(
+        f"training diverged in epoch {epoch + 1}, batch {bad + 1}: the cost is not finite "
+        f"(likelihood cost so far {float(acc_nll.asscalar())}, complexity "
+        f"{float(acc_cplx.asscalar())}); {_kept(epoch, run_dir)}. A smaller learning rate "
+        "or a smaller initial sigma (rho_init) usually avoids it.", epoch + 1, bad + 1)
+
+
+def _kept(epoch, run_dir):
+    if run_dir is None:
+        return "nothing was saved"
+    if epoch == 0:
+        return "no epoch had finished, so no checkpoint was written"
+    return (f"{run_dir} keeps the checkpoint and history of epoch {epoch}, the last "
+            "good one")
+
+
+def _check_parameters(net, posterior, epoch, run_dir):
+    """Raise :class:`TrainingDiverged` naming the first parameter with a NaN or infinity
+    (one pass per array, once an epoch)."""
+    for name, value in _model_arrays(net, posterior).items():
+        if not math.isfinite(float(mx.nd.sum(value * 0).asscalar())):
+            raise TrainingDiverged(
+                f"training diverged in epoch {epoch + 1}: parameter {name} holds NaN or "
+                f"infinite values; {_kept(epoch, run_dir)}.", epoch + 1, None)
+
+
 def _epoch_row(epoch, nll, complexity, num_examples, seconds, net, posterior, config,
-               Xv, yv, ctx):
+               Xv, yv, ctx, Xt=None, yt=None):
     row = {"epoch": epoch + 1, "cost": nll + complexity, "complexity_cost": complexity,
            "likelihood_cost": nll, "nll_per_example": nll / num_examples,
            "seconds": seconds}
-    if Xv is not None:
+    for name, X, y in (("valid", Xv, yv), ("test", Xt, yt)):
+        if X is None:
+            continue
         t0 = time.perf_counter()
-        probs = predict_proba(net, Xv, posterior, 0, ctx=ctx, likelihood=config.likelihood)
-        row["valid_error"] = error_rate(probs, yv)
+        probs = predict_proba(net, X, posterior, 0, ctx=ctx, likelihood=config.likelihood)
+        row[f"{name}_error"] = error_rate(probs, y)
         if posterior is not None and config.eval_samples > 0:
-            probs = predict_proba(net, Xv, posterior, config.eval_samples, ctx=ctx,
+            probs = predict_proba(net, X, posterior, config.eval_samples, ctx=ctx,
                                   likelihood=config.likelihood)
-            row["valid_error_mc"] = error_rate(probs, yv)
+            row[f"{name}_error_mc"] = error_rate(probs, y)
         else:
-            row["valid_error_mc"] = None
-        row["eval_seconds"] = time.perf_counter() - t0
+            row[f"{name}_error_mc"] = None
+        row[f"{name}_eval_seconds" if name == "test" else "eval_seconds"] = \
+            time.perf_counter() - t0
     return row
 
 

@@ -398,7 +398,7 @@ def test_not_a_block():
     ({"rho_init": float("nan")}, "rho_init"),
     ({"rho_init": float("-inf")}, "rho_init"),
     ({"rho_init": None}, "rho_init"),
-    ({"mu_init": "uniform"}, "mu_init"),
+    ({"mu_init": "laplace"}, "mu_init"),
     ({"mu_init": None}, "mu_init"),
     ({"sigma_init": 0.0}, "sigma"),
     ({"sigma_init": -1.0}, "sigma"),
