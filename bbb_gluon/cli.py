@@ -11,6 +11,7 @@ import json
 import math
 import os
 import sys
+import textwrap
 import time
 
 __all__ = ["main"]
@@ -40,8 +41,19 @@ class UsageError(Exception):
     """A problem with what the user asked for (reported as one line)."""
 
 
+class _HelpFormatter(argparse.HelpFormatter):
+    """Help lines that never break inside an option name such as --lr-decay-epochs."""
+
+    def _split_lines(self, text, width):
+        return textwrap.wrap(" ".join(text.split()), width, break_on_hyphens=False)
+
+
 class _Parser(argparse.ArgumentParser):
     """argparse, but a bad option is one line on stderr (no usage block) and exit 2."""
+
+    def __init__(self, *args, **kwargs):
+        kwargs.setdefault("formatter_class", _HelpFormatter)
+        super().__init__(*args, **kwargs)
 
     def error(self, message):
         self.exit(EXIT_USAGE, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
@@ -113,11 +125,15 @@ def _epoch_list(text):
 
 
 def _recipe_help(name):
-    return ", ".join(f"--{k.replace('_', '-')} " + (
-        ",".join(f"{v:g}" if isinstance(v, float) else str(v) for v in value)
-        if isinstance(value, list) else
-        "" if value is True else f"{value:g}" if isinstance(value, float) else str(value))
-        for k, value in RECIPES[name].items()).replace(" ,", ",")
+    def option(key, value):
+        flag = "--" + key.replace("_", "-")
+        if value is True:
+            return flag
+        if isinstance(value, list):  # written with '=' so that argparse reads -3.5,-3
+            return flag + "=" + ",".join(f"{v:g}" for v in value)
+        return f"{flag} {value:g}" if isinstance(value, float) else f"{flag} {value}"
+
+    return ", ".join(option(k, v) for k, v in RECIPES[name].items())
 
 
 def _add_train_args(p):
@@ -255,7 +271,11 @@ def cmd_train(args):
             raise UsageError(f"unknown dataset {args.dataset!r}; choose one of {data.DATASETS}")
     out = args.out or os.path.join("runs", f"{data_args['dataset']}-{config.model}-"
                                    f"{'x'.join(map(str, config.hidden))}-s{config.seed}")
-    if not args.resume and os.path.exists(os.path.join(out, "config.json")):
+    # A config.json alone is a run that stopped (diverged) before its first checkpoint:
+    # it holds nothing to keep, so a new run may take the folder.
+    if not args.resume and os.path.exists(os.path.join(out, "config.json")) and any(
+            os.path.exists(os.path.join(out, name))
+            for name in ("checkpoints/latest.params", "history.json", "metrics.json")):
         raise UsageError(f"{out} already holds a run; use --resume or another --out "
                          "(nothing was changed)")
     ctxs = _contexts(args.ctx)

@@ -8,6 +8,7 @@ check the exit status and that stderr holds no traceback.
 import contextlib
 import io
 import json
+import math
 import os
 import re
 import shutil
@@ -412,3 +413,98 @@ def test_top_level_help_and_version():
     status, stdout, _ = run_in_process(["--version"])
     assert status == 0
     assert stdout.strip() == f"bbb_gluon {bbb_gluon.__version__}"
+
+
+# --------------------------------------------------------------------------- the paper's recipe
+
+
+def test_recipe_paper_sets_its_options_and_given_options_win(data_root, tmp_path):
+    out = tmp_path / "recipe"
+    status, stdout, stderr = run_in_process(
+        ["train", "--recipe", "paper", "--subset", "300", "--hidden", "16", "--epochs", "2",
+         "--lr-decay-epochs", "1", "--test-samples", "3", "--no-progress", "--out", str(out)])
+    assert status == 0, stderr
+    stored = json.loads((out / "config.json").read_text())
+    train, data = stored["train"], stored["data"]
+    assert train["optimizer"] == "sgd" and train["lr"] == 1e-3
+    assert train["loss_reduction"] == "sum" and train["lr_decay_factor"] == 0.1
+    assert train["prior"]["pi"] == 0.75 and train["prior"]["sigma1"] == 1.0
+    assert train["prior"]["sigma2"] == pytest.approx(math.exp(-8))
+    assert train["weighting"] == "uniform" and train["samples"] == 1
+    assert train["mu_init"] == "uniform" and train["mu_scale"] == 0.03
+    assert train["rho_init"] == [-3.5, -3.0]
+    assert data["num_valid"] == 0 and data["monitor_test"] is True
+    # Given beside the recipe: these win.
+    assert train["hidden"] == [16] and train["epochs"] == 2 and train["lr_decay_epochs"] == [1]
+    metrics = json.loads((out / "metrics.json").read_text())
+    assert metrics["selected_by"] == "end of training (no validation split)"
+    assert metrics["best_epoch"] == 2 and metrics["test_samples"] == 3
+    assert metrics["end_of_training"]["test_error_means"] == metrics["test_error_means"]
+    history = json.loads((out / "history.json").read_text())
+    assert "valid_error" not in history[-1]
+    assert history[-1]["test_error"] == metrics["test_error_means"]
+    status, stdout, stderr = run_in_process(["compare", str(out)])
+    assert status == 0, stderr
+    assert "-3.5..-3" in stdout
+
+
+def test_recipe_cannot_change_a_resumed_run(run_copy):
+    before = snapshot(run_copy)
+    status, _, stderr = run_in_process(["train", "--out", str(run_copy), "--resume",
+                                        "--recipe", "paper"])
+    assert_usage_error(status, stderr, "--recipe with --resume")
+    assert snapshot(run_copy) == before
+
+
+def test_train_help_shows_what_the_recipe_sets():
+    status, stdout, _ = run_in_process(["train", "--help"])
+    assert status == 0
+    text = " ".join(stdout.split())
+    for setting in ("--optimizer sgd", "--loss-reduction sum", "--lr-decay-epochs=300",
+                    "--pi 0.75", "--log-sigma2 -8", "--rho-init=-3.5,-3", "--num-valid 0",
+                    "--mu-init uniform", "--mu-scale 0.03", "--epochs 600"):
+        assert setting in text, setting
+
+
+def test_metrics_hold_the_best_and_the_end_of_training_network(trained_run, data_root):
+    out, stdout = trained_run
+    metrics = json.loads((out / "metrics.json").read_text())
+    assert metrics["selected_by"] == "lowest validation error (means)"
+    end = metrics["end_of_training"]
+    assert end["epoch"] == 2
+    net, posterior, _, _ = load_run(out, "latest")
+    Xt, yt = load_dataset("mnist", root=data_root, subset=1000).test
+    assert end["test_error_means"] == error_rate(predict_proba(net, Xt, posterior, 0), yt)
+    assert f"end of training: {100 * end['test_error_means']:.2f}%" in stdout
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--rho-init=-3,-3.5"], "LOW,HIGH"),
+    (["--rho-init", "x"], "LOW,HIGH"),
+    (["--lr-decay-epochs", "300,200"], "increasing epoch numbers"),
+    (["--lr-decay-epochs", "0"], "increasing epoch numbers"),
+    (["--loss-reduction", "batch"], "invalid choice"),
+    (["--recipe", "blundell"], "invalid choice"),
+])
+def test_recipe_option_errors(tmp_path, args, message):
+    status, _, stderr = run_in_process(["train", *QUICK, *args, "--out", str(tmp_path / "r")])
+    assert status == 2 and re.search(message, stderr), stderr
+    assert not (tmp_path / "r").exists()
+
+
+def test_a_diverging_run_stops_with_a_clear_error(data_root, tmp_path):
+    # The settings of issue 17: every cost turns NaN within the first epoch.
+    out = tmp_path / "nan"
+    result = run_subprocess(
+        ["train", "--dataset", "mnist", "--model", "bbb", "--epochs", "1", "--prior",
+         "scale_mixture", "--pi", "0.75", "--log-sigma2", "-8", "--rho-init=-1.5",
+         "--mu-scale", "0.0173", "--optimizer", "sgd", "--lr", "0.128", "--no-progress",
+         "--out", str(out)], cwd=tmp_path, env={"BBB_GLUON_DATA": str(data_root)})
+    assert result.returncode == 3, result.stderr
+    lines = [line for line in result.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1 and "Traceback" not in result.stderr
+    assert re.search(r"diverged in epoch 1, batch \d+: the cost is not finite", lines[0])
+    assert not (out / "metrics.json").exists() and not (out / "history.json").exists()
+    # Nothing was kept, so the folder can take a new run.
+    status, _, stderr = run_in_process(["train", *QUICK, "--out", str(out)])
+    assert status == 0, stderr

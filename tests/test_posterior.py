@@ -407,3 +407,24 @@ def test_not_a_block():
 def test_bad_hyperparameters(kwargs, name):
     with pytest.raises(ValueError, match=name):
         Posterior(make_net(), **kwargs)
+
+
+def test_uniform_mu_and_rho_ranges():
+    net = make_net((50, 40, 30))
+    post = Posterior(net, mu_init="uniform", mu_scale=0.03, rho_init=(-3.5, -3.0), seed=4)
+    mu = np.concatenate([m.asnumpy().ravel() for m in post.mu()])
+    rho = np.concatenate([r.asnumpy().ravel() for r in post.rho()])
+    assert np.abs(mu).max() <= 0.03 and np.std(mu) == pytest.approx(0.03 / np.sqrt(3),
+                                                                      rel=0.1)
+    assert rho.min() >= -3.5 and rho.max() <= -3.0
+    assert np.std(rho) == pytest.approx(0.5 / np.sqrt(12), rel=0.1)
+    assert post.rho_init == (-3.5, -3.0)
+
+
+def test_a_constant_rho_leaves_the_mu_draws_as_they_were():
+    net = make_net((50, 40, 30))
+    a = Posterior(net, rho_init=-3.0, seed=4)
+    b = Posterior(net, rho_init=(-4.0, -2.0), seed=4)
+    for x, y in zip(a.mu(), b.mu(), strict=True):
+        np.testing.assert_array_equal(x.asnumpy(), y.asnumpy())
+    assert all((r.asnumpy() == -3.0).all() for r in a.rho())

@@ -30,6 +30,7 @@ from bbb_gluon.priors import make_prior
 from bbb_gluon.training import (
     CheckpointError,
     TrainConfig,
+    TrainingDiverged,
     TrainingInterrupted,
     bbb_step,
     build_mlp,
@@ -682,3 +683,146 @@ def test_run_files_get_ordinary_permissions(mnist_300, tmp_path):
                  "checkpoints/best.params"):
         mode = (tmp_path / "run" / name).stat().st_mode & 0o777
         assert mode == 0o666 & ~umask, (name, oct(mode))
+
+
+# --------------------------------------------------------------------------- the paper's recipe
+
+
+def test_lr_at_follows_the_step_decay():
+    config = tiny("bbb", lr=0.5, lr_decay_epochs=(300, 450), lr_decay_factor=0.1)
+    assert [config.lr_at(e) for e in (0, 299, 300, 449, 450, 599)] == pytest.approx(
+        [0.5, 0.5, 0.05, 0.05, 0.005, 0.005])
+    assert tiny("bbb", lr=0.5).lr_at(10_000) == 0.5
+
+
+@pytest.mark.parametrize("change, message", [
+    ({"loss_reduction": "batch"}, "loss_reduction"),
+    ({"lr_decay_epochs": (0,)}, "lr_decay_epochs"),
+    ({"lr_decay_epochs": (300, 200)}, "lr_decay_epochs"),
+    ({"lr_decay_epochs": (2.5,)}, "lr_decay_epochs"),
+    ({"lr_decay_factor": 0.0}, "lr_decay_factor"),
+    ({"rho_init": (-3.0, -3.5)}, "rho_init"),
+    ({"rho_init": (-3.0, float("nan"))}, "rho_init"),
+    ({"rho_init": (-3.0, -2.0, -1.0)}, "rho_init"),
+    ({"mu_init": "laplace"}, "mu_init"),
+])
+def test_bad_recipe_settings(change, message):
+    with pytest.raises(ValueError, match=message):
+        tiny("bbb", **change)
+
+
+@pytest.mark.parametrize("model, engine", [("bbb", "auto"), ("bbb", "reference"),
+                                           ("plain", "auto")])
+def test_sum_reduction_is_the_mean_reduction_at_batch_size_times_the_rate(mnist_300, model,
+                                                                          engine):
+    # 300 images in batches of 60: every batch is full, so "sum" at lr is "mean" at 60 lr.
+    common = dict(optimizer="sgd", batch_size=60, engine=engine, eval_samples=0)
+    summed = fit(tiny(model, loss_reduction="sum", lr=1e-3, **common), mnist_300.train,
+                 progress=False)
+    mean = fit(tiny(model, loss_reduction="mean", lr=0.06, **common), mnist_300.train,
+               progress=False)
+    other = fit(tiny(model, loss_reduction="mean", lr=1e-3, **common), mnist_300.train,
+                progress=False)
+    assert_same_params(summed, mean, rtol=1e-4, atol=1e-6)
+    with pytest.raises(AssertionError):
+        assert_same_params(summed, other, rtol=1e-4, atol=1e-6)
+
+
+@pytest.mark.parametrize("engine", ["auto", "reference"])
+def test_lr_decay_takes_effect_at_the_given_epoch(mnist_300, engine):
+    # A decay by 1e-20 after epoch 1 freezes the network: two epochs end where one did.
+    common = dict(optimizer="sgd", lr=0.05, engine=engine, eval_samples=0)
+    one = fit(tiny("bbb", epochs=1, **common), mnist_300.train, progress=False)
+    frozen = fit(tiny("bbb", epochs=2, lr_decay_epochs=(1,), lr_decay_factor=1e-20,
+                      **common), mnist_300.train, progress=False)
+    moving = fit(tiny("bbb", epochs=2, **common), mnist_300.train, progress=False)
+    assert_same_params(frozen, one, rtol=1e-6, atol=1e-7)
+    with pytest.raises(AssertionError):
+        assert_same_params(moving, one, rtol=1e-6, atol=1e-7)
+
+
+@pytest.mark.parametrize("optimizer", ["sgd", "adam"])
+def test_resume_across_a_decay_matches_uninterrupted_run(mnist_300, tmp_path, optimizer):
+    config = tiny("bbb", epochs=3, optimizer=optimizer, lr=0.02, lr_decay_epochs=(1, 2),
+                  lr_decay_factor=0.3)
+    full = fit(config, mnist_300.train, mnist_300.valid, progress=False)
+    run_dir = tmp_path / "run"
+    with pytest.raises(TrainingInterrupted):
+        fit(config, mnist_300.train, mnist_300.valid, run_dir=run_dir, progress=False,
+            stop_after_batches=7)  # inside epoch 2, after the first decay
+    resumed = fit(config, mnist_300.train, mnist_300.valid, run_dir=run_dir, resume=True,
+                  progress=False)
+    assert_same_history(resumed.history, full.history)
+    assert_same_params(resumed, full)
+
+
+def test_uniform_starts_for_mu_and_rho(mnist_300):
+    result = fit(tiny("bbb", epochs=1, mu_init="uniform", mu_scale=0.03,
+                      rho_init=(-3.5, -3.0), lr=1e-12, optimizer="sgd", eval_samples=0),
+                 mnist_300.train, progress=False)
+    mu = np.concatenate([m.asnumpy().ravel() for m in result.posterior.mu()])
+    rho = np.concatenate([r.asnumpy().ravel() for r in result.posterior.rho()])
+    assert -0.03 <= mu.min() < -0.029 and 0.029 < mu.max() <= 0.03
+    assert -3.5 <= rho.min() < -3.49 and -3.01 < rho.max() <= -3.0
+    assert np.std(rho) == pytest.approx(0.5 / math.sqrt(12), rel=0.05)
+
+
+def test_test_monitor_records_the_test_error_of_every_epoch(mnist_300):
+    Xt, yt = mnist_300.valid
+    result = fit(tiny("bbb", epochs=2, eval_samples=3), mnist_300.train, progress=False,
+                 test=(Xt, yt))
+    for row in result.history:
+        assert "valid_error" not in row
+        assert 0 <= row["test_error"] <= 1 and 0 <= row["test_error_mc"] <= 1
+    last = result.history[-1]["test_error"]
+    assert last == error_rate(predict_proba(result.net, Xt, result.posterior, 0), yt)
+    assert result.history[0]["test_error"] != last  # it is measured, not copied
+
+
+# --------------------------------------------------------------------------- divergence
+
+
+@pytest.mark.parametrize("model, engine", [("bbb", "auto"), ("bbb", "reference"),
+                                           ("plain", "auto")])
+def test_divergence_stops_training_and_keeps_the_last_good_epoch(mnist_300, tmp_path,
+                                                                 model, engine):
+    # Epoch 1 trains normally; a decay *factor* of 1e12 then blows epoch 2 up.
+    config = tiny(model, epochs=3, optimizer="sgd", lr=0.05, lr_decay_epochs=(1,),
+                  lr_decay_factor=1e12, engine=engine)
+    run_dir = tmp_path / "run"
+    with pytest.raises(TrainingDiverged) as info:
+        fit(config, mnist_300.train, mnist_300.valid, run_dir=run_dir, progress=False)
+    assert info.value.epoch == 2 and 1 <= info.value.batch <= 5
+    assert f"epoch 2, batch {info.value.batch}" in str(info.value)
+    history = json.loads((run_dir / "history.json").read_text())  # valid JSON, no NaN
+    assert [row["epoch"] for row in history] == [1]
+    assert all(math.isfinite(v) for row in history for v in row.values()
+               if isinstance(v, float))
+    net, posterior, _, meta = load_run(run_dir, "latest")
+    assert meta["epoch"] == 1
+    arrays = posterior.mu() + posterior.rho() if posterior else \
+        [p.data() for p in net.collect_params().values()]
+    assert all(np.isfinite(a.asnumpy()).all() for a in arrays)
+    assert no_temp_files(run_dir) == []
+
+
+def test_divergence_in_the_first_epoch_writes_no_checkpoint(mnist_300, tmp_path):
+    run_dir = tmp_path / "run"
+    with pytest.raises(TrainingDiverged, match="no epoch had finished") as info:
+        fit(tiny("bbb", optimizer="sgd", lr=1e9), mnist_300.train, mnist_300.valid,
+            run_dir=run_dir, progress=False)
+    assert info.value.epoch == 1
+    assert not (run_dir / "checkpoints" / "latest.params").exists()
+    assert not (run_dir / "history.json").exists()
+
+
+def test_a_non_finite_parameter_is_named(mnist_300):
+    from bbb_gluon.training import _check_parameters
+
+    result = fit(tiny("bbb", epochs=1, eval_samples=0), mnist_300.train, progress=False)
+    _check_parameters(result.net, result.posterior, 0, None)  # finite: no error
+    rho = result.posterior.rho()[1].copy()
+    rho[0] = float("nan")
+    result.posterior.params["posterior_" + result.posterior.keys[1] + "_rho"].set_data(rho)
+    with pytest.raises(TrainingDiverged, match=re.escape(result.posterior.keys[1] + "|rho")):
+        _check_parameters(result.net, result.posterior, 0, None)
