@@ -345,6 +345,14 @@ def cmd_train(args):
     return 0
 
 
+def _refuse_to_overwrite(args, paths):
+    """A UsageError naming the first of ``paths`` that exists, unless ``--force``."""
+    existing = [p for p in paths if os.path.exists(p)]
+    if existing and not args.force:
+        raise UsageError(f"{existing[0]} already exists; use --force to overwrite "
+                         "(nothing was changed)")
+
+
 def _read_run_config(run_dir):
     from .runs import read_run_config
 
@@ -453,13 +461,13 @@ def cmd_evaluate(args):
     run_dir = args.run_dir
     stored = _read_run_config(run_dir)
     out_json = os.path.join(run_dir, "evaluation.json")
-    if os.path.exists(out_json) and not args.force:
-        raise UsageError(f"{out_json} already exists; use --force to overwrite it "
-                         "(nothing was changed)")
     dataset = stored["data"].get("dataset")
     ood = args.ood if args.ood is not None else _other_dataset(dataset)
     if ood == "none":
         ood = None
+    _refuse_to_overwrite(args, [out_json] + [
+        os.path.join(run_dir, name) for name in ("reliability.png", "least_certain.png")
+        + (("entropy_histograms.png",) if ood else ())])
     if ood is not None and ood not in data.DATASETS:
         raise UsageError(f"--ood: unknown dataset {ood!r}; choose one of {data.DATASETS} "
                          "or none")
@@ -614,10 +622,9 @@ def cmd_prune(args):
     csv_path = os.path.join(run_dir, "pruning.csv")
     export_path = os.path.join(run_dir, f"pruned_{largest:g}.params")
     stats_path = os.path.join(run_dir, "weight_statistics.json")
-    existing = [p for p in (csv_path, export_path, stats_path) if os.path.exists(p)]
-    if existing and not args.force:
-        raise UsageError(f"{existing[0]} already exists; use --force to overwrite "
-                         "(nothing was changed)")
+    hist_path = os.path.join(run_dir, "snr_histogram.png")
+    cdf_path = os.path.join(run_dir, "snr_cdf.png")
+    _refuse_to_overwrite(args, [csv_path, export_path, stats_path, hist_path, cdf_path])
     data_dir = args.data_dir if args.data_dir is not None else stored["data"].get("data_dir")
     ctx = _contexts(args.ctx)
     if len(ctx) != 1:
@@ -658,8 +665,6 @@ def cmd_prune(args):
     scores = pruning_scores(posterior, "snr", ctx)
     cutoffs = dict(zip(fractions, thresholds(scores, fractions), strict=True))
     snr = np.concatenate([s.reshape(-1) for s in scores.values()])
-    hist_path = os.path.join(run_dir, "snr_histogram.png")
-    cdf_path = os.path.join(run_dir, "snr_cdf.png")
     for fig in (plotting.plot_snr_histogram(snr, cutoffs, hist_path),
                 plotting.plot_snr_cdf(snr, cutoffs, cdf_path)):
         plt.close(fig)
@@ -684,10 +689,7 @@ def cmd_compare(args):
     from .runs import SUMMARY_COLUMNS, summarize_run
     from .training import _atomic_write_text
 
-    for path in (args.csv, args.plot):
-        if path and os.path.exists(path) and not args.force:
-            raise UsageError(f"{path} already exists; use --force to overwrite it "
-                             "(nothing was changed)")
+    _refuse_to_overwrite(args, [p for p in (args.csv, args.plot) if p])
     if args.plot and not args.plot.lower().endswith(".png"):
         raise UsageError(f"--plot must name a .png file, got {args.plot!r}")
     dirs_rows = [(d, summarize_run(d)) for d in args.run_dirs]
@@ -754,9 +756,7 @@ def cmd_weights(args):
 
     if not args.out.lower().endswith(".png"):
         raise UsageError(f"--out must name a .png file, got {args.out!r}")
-    if os.path.exists(args.out) and not args.force:
-        raise UsageError(f"{args.out} already exists; use --force to overwrite it "
-                         "(nothing was changed)")
+    _refuse_to_overwrite(args, [args.out])
     if args.bins < 1:
         raise UsageError(f"--bins must be >= 1, got {args.bins}")
     labels = [s.strip() for s in args.labels.split(",")] if args.labels else None

@@ -247,6 +247,20 @@ def test_evaluate_refuses_to_overwrite_without_force(tiny_runs, tmp_path, capsys
     assert json.loads((run / "evaluation.json").read_text())["model"] == "bbb"
 
 
+@pytest.mark.parametrize("planted, ood", [("reliability.png", "none"),
+                                           ("least_certain.png", "none"),
+                                           ("entropy_histograms.png", None)])
+def test_evaluate_never_overwrites_any_of_its_files(tiny_runs, tmp_path, capsys, planted,
+                                                    ood):
+    run = _copy_run(tiny_runs("bbb"), tmp_path / "run")
+    (run / planted).write_bytes(b"keep me")
+    before = {p.name: p.read_bytes() for p in run.rglob("*") if p.is_file()}
+    argv = ["evaluate", str(run), "--samples", "2"] + (["--ood", ood] if ood else [])
+    err = _one_line_error(capsys, main(argv))
+    assert planted in err and "--force" in err
+    assert {p.name: p.read_bytes() for p in run.rglob("*") if p.is_file()} == before
+
+
 @pytest.mark.parametrize("args", [["--samples", "0"], ["--bins", "0"],
                                   ["--ood", "cifar"], ["--ood", "mnist"]])
 def test_evaluate_bad_options(tiny_runs, tmp_path, capsys, args):

@@ -302,6 +302,16 @@ def test_prune_refuses_to_overwrite_without_force(run, capsys):
     assert (run / "pruning.csv").read_text().startswith("fraction,")
 
 
+@pytest.mark.parametrize("planted", ["snr_histogram.png", "snr_cdf.png", "pruned_0.5.params",
+                                     "weight_statistics.json"])
+def test_prune_never_overwrites_any_of_its_files(run, capsys, planted):
+    (run / planted).write_bytes(b"keep me")
+    before = {p.name: p.read_bytes() for p in run.rglob("*") if p.is_file()}
+    err = _one_line_error(capsys, main(["prune", str(run), "--fractions", "0,0.5"]))
+    assert planted in err
+    assert {p.name: p.read_bytes() for p in run.rglob("*") if p.is_file()} == before
+
+
 @pytest.mark.parametrize("fractions", ["0,1.5", "-0.1", "a,b", "", "nan", "0.5,,x"])
 def test_prune_bad_fractions(run, capsys, fractions):
     _one_line_error(capsys, main(["prune", str(run), "--fractions", fractions]))
