@@ -108,11 +108,16 @@ def test_train_writes_the_run_folder(trained_run, data_root):
                 "seconds_per_epoch"):
         assert key in metrics, key
     assert metrics["epochs"] == 2
-    assert metrics["best_epoch"] in (1, 2)
-    assert 0 <= metrics["test_error_means"] <= 1 and 0 <= metrics["test_error_mc"] <= 1
-    assert metrics["seconds_per_epoch"] >= 0
+    # 1000 images, 2 epochs of a 32-unit net with the default prior: about 67%, below
+    # chance (90%); checked below against the checkpoint itself.
+    assert metrics["test_error_means"] < 0.8 and metrics["test_error_mc"] < 0.8
 
     history = json.loads((out / "history.json").read_text())
+    errors = [row["valid_error"] for row in history]
+    assert metrics["best_epoch"] == 1 + errors.index(min(errors))  # the first of ties
+    assert metrics["seconds_per_epoch"] == pytest.approx(
+        sum(row["seconds"] for row in history) / 2)
+    assert all(row["seconds"] > 0 for row in history)
     assert [row["epoch"] for row in history] == [1, 2]
     assert len((out / "history.csv").read_text().splitlines()) == 3
     assert metrics["best_valid_error"] == min(row["valid_error"] for row in history)

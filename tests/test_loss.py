@@ -749,8 +749,8 @@ def test_two_moons_training_reaches_high_accuracy(prior, complexity):
     rng = np.random.default_rng(0)
     x, y = two_moons(500, 0.1, rng)
     net = make_net((2, 32, 32, 2), ctx=ctx, activation="relu", hybridize=True)
-    # rho_init -4.5, not -5.0: ops.softplus's gradient is doubled exactly at its cut, -5.0
-    post = Posterior(net, rho_init=-4.5, seed=0)
+    # rho_init -5.0 sits exactly on ops.softplus's cut between its two branches
+    post = Posterior(net, rho_init=-5.0, seed=0)
     batch, num_batches = 100, 5
     loss = BBBLoss(post, prior, complexity=complexity, weighting="uniform",
                    num_batches=num_batches)

@@ -29,12 +29,13 @@ def _sigmoid64(x):
 
 
 def _grid():
-    """[-30, 30] in steps of 0.01 plus points around the cut, without exactly -5.0."""
+    """[-30, 30] in steps of 0.01 plus points around the cut and exactly at it (-5.0)."""
     x = np.linspace(-30.0, 30.0, 6001)
     extra = np.array([-5.0 - 1e-3, -5.0 + 1e-3, -4.9999, -5.0001, -17.0, -0.0, 1e-6])
     x = np.concatenate([x, extra])
     x = x.astype(np.float32).astype(np.float64)  # exactly what the float32 input holds
-    return x[x != -5.0]
+    assert (x == -5.0).any()
+    return x
 
 
 class _Apply(HybridBlock):
@@ -78,6 +79,22 @@ def test_softplus_gradient_is_sigmoid(ctx):
     ref = _sigmoid64(x)
     rel = np.abs(g - ref) / ref
     assert rel.max() < 1e-4, (x[rel.argmax()], rel.max())
+
+
+@pytest.mark.parametrize("hybridize", [False, True])
+def test_softplus_and_its_gradient_exactly_at_the_cut(hybridize):
+    # Both branches meet at -5.0; the gradient there must come from one branch only (it
+    # was once counted twice: 0.0134 instead of sigmoid(-5) = 0.0066929).
+    block = _Apply(ops.softplus)
+    if hybridize:
+        block.hybridize()
+    x = mx.nd.array([-5.0])
+    x.attach_grad()
+    with autograd.record():
+        y = block(x)
+    y.backward()
+    assert y.asscalar() == pytest.approx(math.log1p(math.exp(-5.0)), rel=1e-5)
+    assert x.grad.asscalar() == pytest.approx(1 / (1 + math.exp(5.0)), rel=1e-5)
 
 
 def test_softplus_is_finite_and_positive_far_below_the_grid():

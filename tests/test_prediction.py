@@ -114,7 +114,7 @@ def softmax64(z):
 
 
 def forward64(X, weights):
-    w0, b0, w1, b1 = (w.asnumpy().astype(np.float64) for w in weights)
+    w0, b0, w1, b1 = (np.asarray(w, dtype=np.float64) for w in weights)
     return softmax64(np.maximum(X @ w0.T + b0, 0.0) @ w1.T + b1)
 
 
@@ -129,6 +129,31 @@ def noise_engine(request, monkeypatch):
     return request.param
 
 
+def reference_weights(posterior, engine, counter):
+    """The weights a prediction draws for one counter of the prediction stream, rebuilt
+    from the noise generators' documented keys and float64 arithmetic, without the
+    package's own sampling code (so a shared error in it cannot pass)."""
+    seed, out, flat = posterior.noise.seed, [], None
+    if engine == "numpy":
+        rng = np.random.Generator(np.random.PCG64(np.random.SeedSequence(
+            [seed, PREDICTION_STREAM, counter])))
+        flat, start = rng.standard_normal(posterior.num_weights, dtype=np.float32), 0
+    for k, (mu, rho) in enumerate(zip(posterior.mu(), posterior.rho(), strict=True)):
+        if engine == "numpy":
+            eps = flat[start:start + mu.size].reshape(mu.shape)
+            start += mu.size
+        else:
+            eps = mx.nd.bbb_normal(mx.nd.zeros(mu.shape), seed=seed, stream=PREDICTION_STREAM,
+                                   counter=counter, layer=k).asnumpy()
+        rho64 = rho.asnumpy().astype(np.float64)
+        out.append(mu.asnumpy() + np.logaddexp(0.0, rho64) * eps)
+    return out
+
+
+def next_counter(posterior):
+    return posterior.noise.state_dict()["counters"].get(str(PREDICTION_STREAM), 0)
+
+
 def inputs(n=7, d=6, seed=0):
     return np.random.default_rng(seed).normal(size=(n, d)).astype(np.float32)
 
@@ -137,11 +162,10 @@ def inputs(n=7, d=6, seed=0):
 def test_predict_samples_equals_a_loop_over_the_same_draws(noise_engine, hybrid):
     net, posterior = make_net(hybrid=hybrid)
     X = inputs()
-    state = posterior.noise.state_dict()
+    c0 = next_counter(posterior)
     samples = predict_samples(net, posterior, X, 5, batch_size=3)
-    posterior.noise.load_state_dict(state)
-    loop = np.stack([forward64(X, prediction._draw_weights(posterior, mx.cpu()))
-                     for _ in range(5)])
+    loop = np.stack([forward64(X, reference_weights(posterior, noise_engine, c0 + s))
+                     for s in range(5)])
     np.testing.assert_allclose(samples, loop, rtol=1e-5, atol=1e-6)
     # the draws differ from one another, so the comparison is not vacuous
     assert np.abs(samples[0] - samples[1]).max() > 1e-3
@@ -153,10 +177,10 @@ def test_mc_mean_with_weight_sampling_equals_a_loop(noise_engine, hybrid, monkey
     X = inputs()
     monkeypatch.setattr(prediction, "_first_dense", lambda net, posterior: None)
     state = posterior.noise.state_dict()
+    c0 = next_counter(posterior)
     mean = predict_proba(net, X, posterior, 6, batch_size=4)
-    posterior.noise.load_state_dict(state)
-    loop = np.mean([forward64(X, prediction._draw_weights(posterior, mx.cpu()))
-                    for _ in range(6)], axis=0)
+    loop = np.mean([forward64(X, reference_weights(posterior, noise_engine, c0 + s))
+                    for s in range(6)], axis=0)
     np.testing.assert_allclose(mean, loop, rtol=1e-5, atol=1e-6)
     posterior.noise.load_state_dict(state)
     np.testing.assert_allclose(mean, predict_samples(net, posterior, X, 6).mean(axis=0),
@@ -168,17 +192,17 @@ def test_local_reparameterisation_equals_its_float64_recomputation(noise_engine)
     net, posterior = make_net()
     assert prediction._first_dense(net, posterior) is not None
     X = inputs(n=5)
-    state = posterior.noise.state_dict()
+    c0 = next_counter(posterior)
     got = predict_proba(net, X, posterior, 4, batch_size=5)
-    posterior.noise.load_state_dict(state)
     mu0, mub = (a.asnumpy().astype(np.float64) for a in posterior.mu()[:2])
     s0, sb = (a.asnumpy().astype(np.float64) for a in posterior.sigma()[:2])
     mean = X @ mu0.T + mub
     std = np.sqrt(X.astype(np.float64) ** 2 @ (s0 ** 2).T + sb ** 2)
     probs = []
-    for _ in range(4):
-        w = prediction._draw_weights(posterior, mx.cpu(), keep_means=2)
-        counter = posterior.noise.advance(PREDICTION_STREAM)
+    for s in range(4):
+        # each sample takes two counters: one for the weights, one for the first layer
+        w = reference_weights(posterior, noise_engine, c0 + 2 * s)
+        counter = c0 + 2 * s + 1
         # the NumPy path draws each sample's first-layer noise from its own counter
         rng = np.random.default_rng([posterior.noise.seed, PREDICTION_STREAM, counter])
         if noise_engine == "fused":
@@ -188,7 +212,7 @@ def test_local_reparameterisation_equals_its_float64_recomputation(noise_engine)
         else:
             zeta = rng.standard_normal(mean.shape, dtype=np.float32)
         hidden = np.maximum(mean + std * zeta, 0.0)
-        w1, b1 = (a.asnumpy().astype(np.float64) for a in w[2:])
+        w1, b1 = w[2:]
         probs.append(softmax64(hidden @ w1.T + b1))
     np.testing.assert_allclose(got, np.mean(probs, axis=0), rtol=1e-4, atol=1e-6)
 

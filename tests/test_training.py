@@ -497,14 +497,15 @@ def test_bbb_step_two_devices_with_the_same_noise_equal_one_device(mnist_300):
 
 
 def test_bbb_fit_on_two_cpu_contexts_keeps_replicas_in_sync(mnist_300):
-    result = fit(tiny("bbb", epochs=1), mnist_300.train, mnist_300.valid,
+    result = fit(tiny("bbb", epochs=3, lr=0.01), mnist_300.train, mnist_300.valid,
                  ctx=[mx.cpu(0), mx.cpu(1)], progress=False)
     post = result.posterior
     for a, b in zip(post.mu(mx.cpu(0)) + post.rho(mx.cpu(0)),
                     post.mu(mx.cpu(1)) + post.rho(mx.cpu(1)), strict=True):
         np.testing.assert_array_equal(a.asnumpy(), b.asnumpy())
-    row = result.history[0]
-    assert math.isfinite(row["cost"]) and row["valid_error"] < 0.9
+    row = result.history[-1]
+    # Three epochs on 300 images: chance is 90%, and the run must have learnt something.
+    assert math.isfinite(row["cost"]) and row["valid_error"] < 0.5
 
 
 # --------------------------------------------------------------------------- bad input
