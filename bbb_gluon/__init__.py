@@ -26,7 +26,13 @@ from .metrics import (
     reliability_data,
 )
 from .noise import NoiseSource
-from .posterior import Posterior, PosteriorMismatchError, WeightSample, dense_parameters
+from .posterior import (
+    BAYESIAN_LAYERS,
+    Posterior,
+    PosteriorMismatchError,
+    WeightSample,
+    bayesian_parameters,
+)
 from .prediction import (
     class_std,
     entropy,
@@ -49,12 +55,13 @@ from .pruning import (
     thresholds,
 )
 from .sampling import use_means, use_weights
+from .step import BBBStep
 from .training import (
     CheckpointError,
     TrainConfig,
+    TrainingDiverged,
     TrainingInterrupted,
     TrainResult,
-    bbb_step,
     build_mlp,
     fit,
     load_run,
@@ -65,14 +72,16 @@ __version__ = "0.1.0"
 __all__ = [
     # priors, posterior, sampling, loss
     "Prior", "GaussianPrior", "ScaleMixturePrior", "make_prior",
-    "Posterior", "PosteriorMismatchError", "WeightSample", "dense_parameters", "NoiseSource",
-    "use_weights", "use_means",
+    "Posterior", "PosteriorMismatchError", "WeightSample", "bayesian_parameters",
+    "BAYESIAN_LAYERS", "NoiseSource",
+    "use_weights", "use_means", "BBBStep",
     "BBBLoss", "blundell_weights", "complexity_cost", "complexity_weight",
     # data
     "ArrayLoader", "DataFileError", "DatasetNotFoundError", "PixelTransform", "load_dataset",
     "regression_curve", "two_moons",
     # training
-    "TrainConfig", "TrainResult", "TrainingInterrupted", "CheckpointError", "fit", "bbb_step",
+    "TrainConfig", "TrainResult", "TrainingInterrupted", "TrainingDiverged", "CheckpointError",
+    "fit",
     "build_mlp", "load_run",
     # prediction and metrics
     "predict_proba", "predict_samples", "error_rate", "uncertainty", "entropy",

@@ -174,7 +174,8 @@ class FusedBBBStep:
     net, posterior, trainer
     prior : Prior
     complexity : {"mc", "kl"}
-    likelihood : {"softmax", "bernoulli"}
+    likelihood : {"softmax", "bernoulli"} or gluon.loss.Loss
+        A Gluon loss returning one negative log-likelihood per example.
     weight_of : callable
         ``batch_index -> pi_i``.
     skip_below : float
@@ -191,10 +192,15 @@ class FusedBBBStep:
         self.attrs = prior_attrs(prior, complexity)
         self.weight_of = weight_of
         self.skip_below = skip_below
-        if likelihood == "bernoulli":
+        if isinstance(likelihood, mx.gluon.loss.Loss):
+            self.nll = likelihood
+        elif likelihood == "bernoulli":
             self.nll = mx.gluon.loss.SigmoidBCELoss()
-        else:
+        elif likelihood == "softmax":
             self.nll = mx.gluon.loss.SoftmaxCrossEntropyLoss()
+        else:
+            raise ValueError(f"the fused step takes 'softmax', 'bernoulli' or a Gluon loss "
+                             f"as the likelihood, got {likelihood!r}")
         self.likelihood = likelihood
         self._buffers = {}
 

@@ -123,12 +123,16 @@ class BBBLoss(Loss):
     ----------
     posterior : Posterior
     prior : Prior
-    likelihood : {"softmax", "bernoulli", "gaussian"}, default "softmax"
+    likelihood : {"softmax", "bernoulli", "gaussian"} or gluon.loss.Loss, default "softmax"
         ``"softmax"``: categorical with logits ``pred`` of shape ``(B, C)`` and integer
         labels ``(B,)`` or one-hot labels ``(B, C)``. ``"bernoulli"``: logits ``(B,)`` or
         ``(B, 1)``, labels in {0, 1}. ``"gaussian"``: means ``(B, D)`` and targets
         ``(B, D)`` with noise standard deviation ``noise_sigma``; ``noise_sigma=None``
         learns it (a parameter of this loss: add ``loss.collect_params()`` to the trainer).
+        Any Gluon loss that returns one value per example (``SoftmaxCrossEntropyLoss``,
+        ``L2Loss``, ``SigmoidBCELoss``, your own ``Loss``) is taken as the negative
+        log-likelihood :math:`-\log P(y_b \mid x_b, w)` up to a constant; its inputs are
+        not checked here.
     complexity : {"mc", "kl"}, default "mc"
         Monte-Carlo estimate (any prior) or closed-form KL (Gaussian prior).
     weighting : "uniform", "blundell" or float, default "uniform"
@@ -142,9 +146,10 @@ class BBBLoss(Loss):
         (under Blundell's schedule from the 60th minibatch on, its contribution is far
         below float32 resolution of the likelihood; tests/test_loss.py checks the
         gradients agree). Set 0 to always compute it.
-    validate : bool, default True
-        Check label values (range, NaN) on every call; costs one tiny host sync. The
-        training loop checks its data once up front and turns this off.
+    validate : bool, default False
+        Also check label values (range, NaN) on every call. That reads the labels back to
+        the host (a sync per call, which stalls MXNet's asynchronous engine), so it is off
+        unless asked; shapes are always checked. Check data once, up front, instead.
     weight : float, optional
         Global scalar weight, as in every Gluon loss.
     batch_axis : int, default 0
@@ -163,12 +168,13 @@ class BBBLoss(Loss):
 
     def __init__(self, posterior, prior, likelihood="softmax", complexity="mc",
                  weighting="uniform", num_batches=None, noise_sigma=1.0, skip_below=2.0**-60,
-                 validate=True, weight=None, batch_axis=0, **kwargs):
+                 validate=False, weight=None, batch_axis=0, **kwargs):
         super().__init__(weight, batch_axis, **kwargs)
         if not isinstance(prior, Prior):
             raise TypeError(f"prior must be a bbb_gluon Prior, got {type(prior).__name__}")
-        if likelihood not in LIKELIHOODS:
-            raise ValueError(f"unknown likelihood {likelihood!r}; choose one of {LIKELIHOODS}")
+        if not isinstance(likelihood, Loss) and likelihood not in LIKELIHOODS:
+            raise ValueError(f"unknown likelihood {likelihood!r}; choose one of {LIKELIHOODS} "
+                             "or pass a gluon.loss.Loss")
         if complexity not in ("mc", "kl"):
             raise ValueError(f"unknown complexity cost {complexity!r}; choose 'mc' or 'kl'")
         if complexity == "kl" and not prior.has_closed_form_kl:
@@ -257,6 +263,9 @@ class BBBLoss(Loss):
             self.last_complexity_cost = self.complexity_cost(sample)
             share = self.last_complexity_cost * (pi / batch_size)
         self.last_complexity = share * here
+        if isinstance(self.likelihood, Loss):
+            nll = self.likelihood(pred, label).reshape((-1,))
+            return _apply_weighting(mx.nd, mx.nd.broadcast_add(nll, share), self._weight, None)
         # A learned noise scale reaches hybrid_forward as a registered parameter.
         return super().forward(pred, label, share)
 
@@ -291,6 +300,8 @@ class BBBLoss(Loss):
         b = pred.shape[self._batch_axis]
         if label.shape[0] != b:
             raise ValueError(f"pred has {b} examples but label has {label.shape[0]}")
+        if isinstance(self.likelihood, Loss):
+            return
         if self.likelihood == "softmax":
             if pred.ndim != 2:
                 raise ValueError(f"softmax likelihood expects pred (B, C), got {pred.shape}")

@@ -1,11 +1,15 @@
-r"""The variational posterior :math:`q(w \mid \theta)` over a Gluon network's Dense layers.
+r"""The variational posterior :math:`q(w \mid \theta)` over a chosen set of a Gluon
+network's parameters.
 
-Every weight and bias :math:`w_j` of every ``nn.Dense`` layer gets an independent Gaussian
-:math:`N(\mu_j, \sigma_j^2)` with :math:`\sigma_j = \mathrm{softplus}(\rho_j)`. The
-:math:`\mu` and :math:`\rho` arrays are ordinary Gluon ``Parameter`` objects of the same
-shapes as the layer's own, collected in one ``ParameterDict`` that ``gluon.Trainer`` takes.
-The network itself stays an ordinary network; :mod:`bbb_gluon.sampling` puts sampled
-weights into it for each step.
+Every chosen weight and bias :math:`w_j` gets an independent Gaussian
+:math:`N(\mu_j, \sigma_j^2)` with :math:`\sigma_j = \mathrm{softplus}(\rho_j)`. By default
+the chosen ones are the weights and biases of every Dense and convolution layer; a
+selector makes only some layers Bayesian (the last one, say), and everything else
+(BatchNorm, embeddings, layers left out) stays deterministic, trained by an ordinary
+Trainer over :meth:`Posterior.deterministic_params`. The :math:`\mu` and :math:`\rho`
+arrays are ordinary Gluon ``Parameter`` objects of the same shapes as the layer's own,
+collected in one ``ParameterDict`` that ``gluon.Trainer`` takes. The network itself stays
+an ordinary network; :mod:`bbb_gluon.sampling` puts sampled weights into it for each step.
 
 References
 ----------
@@ -16,6 +20,7 @@ import json
 import math
 import numbers
 import os
+import re
 import tempfile
 from dataclasses import dataclass
 
@@ -27,7 +32,12 @@ from mxnet.gluon import nn
 from . import ops
 from .noise import NoiseSource
 
-__all__ = ["Posterior", "WeightSample", "PosteriorMismatchError", "dense_parameters"]
+__all__ = ["Posterior", "WeightSample", "PosteriorMismatchError", "bayesian_parameters",
+           "BAYESIAN_LAYERS"]
+
+# The layers whose weight and bias a posterior covers by default.
+BAYESIAN_LAYERS = (nn.Dense, nn.Conv1D, nn.Conv2D, nn.Conv3D, nn.Conv1DTranspose,
+                   nn.Conv2DTranspose, nn.Conv3DTranspose)
 
 _HALF_LOG_2PI = 0.5 * math.log(2.0 * math.pi)
 
@@ -36,44 +46,78 @@ class PosteriorMismatchError(ValueError):
     """A posterior (or a posterior file) does not fit the network it is used with."""
 
 
-def dense_parameters(net):
-    """The parameters of every ``nn.Dense`` layer of ``net``, by structural name.
-
-    Returns an ordered dict ``{"0.weight": Parameter, "0.bias": Parameter, ...}``; the
-    names are those ``net.save_parameters`` uses, so they are the same for every instance
-    of one architecture. Raises ``ValueError`` if ``net`` holds parameters outside Dense
-    layers (they would silently stay deterministic) or is not initialised.
-    """
+def _structural_params(net):
+    """``{structural name: Parameter}`` in the order ``save_parameters`` writes them."""
     if not isinstance(net, gluon.Block):
         raise TypeError(f"expected a gluon Block, got {type(net).__name__}")
-    dense_ids = set()
+    # Block has no public accessor for save_parameters' structural names ("0.weight").
+    return net._collect_params_with_prefix()
 
-    def visit(block):
-        if isinstance(block, nn.Dense):
-            dense_ids.update(id(p) for p in block.params.values())
 
-    net.apply(visit)
-    # save_parameters' structural names; Block has no public accessor for them.
-    named = net._collect_params_with_prefix()
-    others = [k for k, p in named.items() if id(p) not in dense_ids]
-    if others:
-        raise ValueError(
-            "bbb_gluon puts a posterior on nn.Dense layers only, but this network also has "
-            f"parameters {others}; they would stay deterministic. Use Dense layers (with "
-            "activations and Dropout, which have no parameters)."
-        )
-    if not named:
-        raise ValueError("the network has no Dense parameters to put a posterior on")
-    for key, param in named.items():
+def bayesian_parameters(net, select=None):
+    """The parameters of ``net`` a posterior covers, by structural name.
+
+    Parameters
+    ----------
+    net : gluon.Block
+        An initialised network.
+    select : None, list of Blocks, str or callable, optional
+        Which parameters get a posterior. ``None`` (default): the weight and bias of every
+        layer in :data:`BAYESIAN_LAYERS` (Dense, Conv1D/2D/3D and their transposes). A list
+        of blocks: every trainable parameter of those blocks (e.g. ``[net[-1]]`` for a
+        last-layer posterior). A string: a regular expression searched in the structural
+        names (``"0.weight"``, ``"3.bias"``: those ``net.save_parameters`` writes). A
+        callable: ``select(name, parameter) -> bool``. Parameters that are not trained
+        (``grad_req='null'``, e.g. BatchNorm's running statistics) are never chosen.
+
+    Returns
+    -------
+    dict
+        ``{"0.weight": Parameter, "0.bias": Parameter, ...}`` in structural order; the
+        names are the same for every instance of one architecture.
+
+    Raises
+    ------
+    ValueError
+        If nothing is chosen, the selector is of an unknown kind, or a chosen parameter
+        has no value yet (not initialised, or deferred shapes not yet inferred).
+    """
+    named = _structural_params(net)
+    if select is None:
+        ids = set()
+
+        def visit(block):
+            if isinstance(block, BAYESIAN_LAYERS):
+                ids.update(id(p) for p in block.params.values())
+
+        net.apply(visit)
+        chosen = {k: p for k, p in named.items() if id(p) in ids}
+    elif isinstance(select, str):
+        pattern = re.compile(select)
+        chosen = {k: p for k, p in named.items() if pattern.search(k)}
+    elif isinstance(select, list | tuple) and all(isinstance(b, gluon.Block) for b in select):
+        ids = {id(p) for b in select for p in b.collect_params().values()}
+        chosen = {k: p for k, p in named.items() if id(p) in ids}
+    elif callable(select):
+        chosen = {k: p for k, p in named.items() if select(k, p)}
+    else:
+        raise ValueError("select must be None, a list of blocks, a regular expression or a "
+                         f"callable (name, parameter) -> bool, got {select!r}")
+    chosen = {k: p for k, p in chosen.items() if p.grad_req != "null"}
+    if not chosen:
+        raise ValueError("no parameters of the network were selected for a posterior "
+                         f"(select={select!r}; by default: the weights and biases of Dense "
+                         "and convolution layers)")
+    for key, param in chosen.items():
         try:
             param.data(param.list_ctx()[0])
         except Exception:
             raise ValueError(
                 f"the network is not initialised (parameter {key!r} has no value yet): call "
-                "net.initialize() and, for layers without in_units, run one batch through it "
-                "before building the posterior"
+                "net.initialize() and, for layers without in_units/in_channels, run one "
+                "batch through it before building the posterior"
             ) from None
-    return named
+    return chosen
 
 
 @dataclass
@@ -99,13 +143,16 @@ class WeightSample:
 
 
 class Posterior:
-    r"""Mean-field Gaussian posterior for the Dense layers of an initialised Gluon network.
+    r"""Mean-field Gaussian posterior over chosen parameters of an initialised Gluon network.
 
     Parameters
     ----------
     net : gluon.Block
-        An initialised network whose parameters all belong to ``nn.Dense`` layers
-        (``nn.Sequential`` or ``nn.HybridSequential`` of Dense, activations, Dropout).
+        An initialised network (any layers; run one batch through it first if some shapes
+        are deferred).
+    select : None, list of Blocks, str or callable, optional
+        Which parameters are Bayesian; see :func:`bayesian_parameters` (default: the
+        weights and biases of every Dense and convolution layer).
     mu_init : {"normal", "uniform", "copy"}, default "normal"
         ``"normal"``: :math:`\mu \sim N(0, \text{mu_scale}^2)` (the MXNet tutorial's
         choice); ``"uniform"``: :math:`\mu \sim U(-\text{mu_scale}, \text{mu_scale})`
@@ -142,8 +189,8 @@ class Posterior:
     """
 
     def __init__(self, net, mu_init="normal", mu_scale=0.1, rho_init=-3.0, sigma_init=None,
-                 seed=None, prefix="posterior_"):
-        named = dense_parameters(net)
+                 seed=None, prefix="posterior_", select=None):
+        named = bayesian_parameters(net, select)
         if mu_init not in ("normal", "uniform", "copy"):
             raise ValueError(f"mu_init must be 'normal', 'uniform' or 'copy', got {mu_init!r}")
         if isinstance(mu_scale, bool) or not (isinstance(mu_scale, int | float)
@@ -279,15 +326,60 @@ class Posterior:
             total = total + ops.total(ls)
         return -total - 0.5 * sample.eps_sq - self.num_weights * _HALF_LOG_2PI
 
-    # --- checking and persistence -------------------------------------------------
+    # --- the network -------------------------------------------------------------
     def check_net(self, net):
-        """Raise :class:`PosteriorMismatchError` unless ``net``'s Dense parameters match."""
-        named = dense_parameters(net)
+        """``net``'s parameters under the posterior's keys; :class:`PosteriorMismatchError`
+        unless ``net`` has every one of them with the same shape."""
+        named = _structural_params(net)
         mine = dict(zip(self.keys, self.shapes, strict=True))
-        theirs = {k: tuple(p.shape) for k, p in named.items()}
+        theirs = {k: tuple(named[k].shape) for k in self.keys if k in named}
         if mine != theirs:
             raise PosteriorMismatchError(_describe_mismatch(mine, theirs, "posterior", "network"))
-        return named
+        return {k: named[k] for k in self.keys}
+
+    def deterministic_params(self, net):
+        """The trainable parameters of ``net`` the posterior does not cover (BatchNorm,
+        embeddings, layers left out), as a ``ParameterDict`` for an ordinary
+        ``gluon.Trainer``; it may be empty."""
+        covered = {id(p) for p in self.check_net(net).values()}
+        out = gluon.ParameterDict()
+        for param in net.collect_params().values():
+            if id(param) not in covered and param.grad_req != "null":
+                out._params[param.name] = param  # ParameterDict has no public insert
+        return out
+
+    def reset_ctx(self, ctx):
+        """Move mu, rho (and later samples) to ``ctx`` (a Context or a
+        list), as ``ParameterDict.reset_ctx`` does; move the network with
+        ``net.collect_params().reset_ctx(ctx)``."""
+        self.params.reset_ctx(ctx)
+        self.contexts = self._mu[0].list_ctx()
+
+    # --- persistence -----------------------------------------------------------------
+    def save_parameters(self, filename):
+        """Write mu and rho as Gluon's ``save_parameters`` does: one
+        ``nd.save`` file of named arrays, ``"<key>_mu"`` and ``"<key>_rho"`` (e.g.
+        ``"0.weight_mu"``), written atomically."""
+        atomic_nd_save(filename, {f"{key}_{part}": p.data(self.contexts[0])
+                                  for key, mu, rho in zip(self.keys, self._mu, self._rho,
+                                                          strict=True)
+                                  for part, p in (("mu", mu), ("rho", rho))})
+
+    def load_parameters(self, filename, ctx=None):
+        """Read a file written by :meth:`save_parameters` (every name present, same
+        shapes, nothing else); ``ctx``, if given, moves the posterior there first."""
+        arrays = read_nd_file(filename)
+        wanted = {f"{k}_{part}": s for k, s in zip(self.keys, self.shapes, strict=True)
+                  for part in ("mu", "rho")}
+        theirs = {k: tuple(v.shape) for k, v in arrays.items()}
+        if wanted != theirs:
+            raise PosteriorMismatchError(
+                f"{filename}: " + _describe_mismatch(wanted, theirs, "posterior", "file"))
+        if ctx is not None:
+            self.reset_ctx(ctx)
+        for key, mu, rho in zip(self.keys, self._mu, self._rho, strict=True):
+            mu.set_data(arrays[f"{key}_mu"])
+            rho.set_data(arrays[f"{key}_rho"])
 
     def save(self, path):
         """Write :math:`\\mu`, :math:`\\rho` and the layout to one file, atomically."""

@@ -29,8 +29,9 @@ PREDICTION_STREAM = 10_000
 
 def _check_inputs(X):
     X = np.asarray(X, dtype=np.float32)
-    if X.ndim != 2:
-        raise ValueError(f"X must be 2-D (examples, features), got shape {X.shape}")
+    if X.ndim < 2:
+        raise ValueError(f"X must have an examples axis first and the input's axes after it "
+                         f"(N, features) or (N, channels, height, width), got shape {X.shape}")
     if not np.isfinite(X).all():
         raise ValueError("X contains NaN or infinity")
     return X
@@ -151,7 +152,8 @@ def _mc_mean(net, posterior, X, num_samples, batch_size, ctx, likelihood):
     """
     batches = list(_batches(X, batch_size, ctx))
     acc = [None] * len(batches)
-    split = _first_dense(net, posterior)
+    # The moments below treat each example as one row of features: 2-D inputs only.
+    split = _first_dense(net, posterior) if X.ndim == 2 else None
     with autograd.pause(), autograd.predict_mode():
         if split is not None:
             first, rest = split

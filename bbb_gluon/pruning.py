@@ -35,7 +35,7 @@ import tempfile
 import mxnet as mx
 import numpy as np
 
-from .posterior import PosteriorMismatchError, atomic_nd_save, dense_parameters, read_nd_file
+from .posterior import PosteriorMismatchError, atomic_nd_save, bayesian_parameters, read_nd_file
 from .prediction import error_rate, predict_proba
 from .sampling import use_weights
 
@@ -345,7 +345,8 @@ def load_pruned(path, net):
             raise ValueError
     except (KeyError, ValueError, UnicodeDecodeError):
         raise ValueError(f"{os.fspath(path)} is not a bbb_gluon pruned-network file") from None
-    named = dense_parameters(net)
+    # The export holds the posterior's arrays, whatever selector chose them.
+    named = bayesian_parameters(net, lambda key, _: key in arrays) if arrays else {}
     theirs = {k: tuple(a.shape) for k, a in arrays.items()}
     mine = {k: tuple(p.shape) for k, p in named.items()}
     if theirs != mine:

@@ -167,7 +167,7 @@ def run_weights(run_dir, which="best", draw="sample", seed=0, ctx=None):
     -------
     numpy.ndarray, float32, 1-D.
     """
-    from .posterior import dense_parameters
+    from .posterior import bayesian_parameters
     from .pruning import prunable_keys
     from .training import load_run
 
@@ -176,7 +176,7 @@ def run_weights(run_dir, which="best", draw="sample", seed=0, ctx=None):
     net, posterior, _, _ = load_run(run_dir, which, ctx=ctx)
     if posterior is None:
         return np.concatenate([p.data().asnumpy().reshape(-1)
-                               for key, p in dense_parameters(net).items()
+                               for key, p in bayesian_parameters(net).items()
                                if key.rsplit(".", 1)[-1] == "weight"]).astype(np.float32)
     keys = prunable_keys(posterior)
     mus = dict(zip(posterior.keys, posterior.mu(ctx), strict=True))

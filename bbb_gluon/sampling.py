@@ -5,8 +5,17 @@ with the given arrays instead of the network's own, hybridized or not, and becau
 arrays were recorded by autograd from :math:`\\mu` and :math:`\\rho`, ``backward`` reaches
 them. On leaving the block (also through an exception) the network holds its own arrays
 again, untouched.
+
+Threads: the swap changes the network object itself, so ``use_weights`` holds a lock per
+network for the whole block. Two threads using one network through ``use_weights`` (or
+``use_means``, or the package's prediction functions) therefore take turns instead of
+corrupting each other's weights; but a plain ``net(X)`` in another thread during the
+block computes with the swapped weights. Give each thread its own network (same
+architecture, same posterior) to run them truly at once.
 """
 
+import threading
+import weakref
 from contextlib import contextmanager
 
 from .posterior import PosteriorMismatchError
@@ -33,9 +42,24 @@ def _swap_data(param, index, array):
     return saved
 
 
+_LOCKS = weakref.WeakKeyDictionary()
+_LOCKS_GUARD = threading.Lock()
+
+
+def _lock_of(net):
+    with _LOCKS_GUARD:
+        lock = _LOCKS.get(net)
+        if lock is None:
+            lock = _LOCKS[net] = threading.RLock()  # re-entrant: nested blocks are fine
+        return lock
+
+
 @contextmanager
 def use_weights(net, posterior, weights, ctx=None):
-    """Temporarily replace the Dense parameters of ``net`` by ``weights``.
+    """Temporarily replace the parameters the posterior covers by ``weights``.
+
+    Other threads that enter ``use_weights`` on the same network wait until this block
+    ends (see the module docstring).
 
     Parameters
     ----------
@@ -54,6 +78,13 @@ def use_weights(net, posterior, weights, ctx=None):
         If ``net``'s Dense parameters differ from the posterior's, or ``weights`` does
         not fit them.
     """
+    with _lock_of(net):
+        with _swapped(net, posterior, weights, ctx):
+            yield net
+
+
+@contextmanager
+def _swapped(net, posterior, weights, ctx):
     named = posterior.check_net(net)
     if len(weights) != len(posterior.keys):
         raise PosteriorMismatchError(

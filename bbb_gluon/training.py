@@ -32,9 +32,7 @@ from mxnet import autograd, gluon
 from mxnet.gluon import nn
 from tqdm.auto import tqdm
 
-from . import fused
 from .data import ArrayLoader
-from .loss import BBBLoss
 from .posterior import (
     Posterior,
     PosteriorMismatchError,
@@ -45,9 +43,9 @@ from .posterior import (
 )
 from .prediction import error_rate, predict_proba
 from .priors import make_prior
-from .sampling import use_weights
+from .step import BBBStep
 
-__all__ = ["TrainConfig", "TrainResult", "fit", "build_mlp", "bbb_step", "load_run",
+__all__ = ["TrainConfig", "TrainResult", "fit", "build_mlp", "load_run",
            "CheckpointError", "TrainingInterrupted", "TrainingDiverged", "MODELS"]
 
 MODELS = ("bbb", "plain", "dropout")
@@ -287,55 +285,6 @@ class TrainResult:
     run_dir: str | None
     best_epoch: int | None
     interrupted: bool = False
-
-
-def bbb_step(net, posterior, loss_fn, trainer, X, y, batch_index, ctxs, samples=1, eps=None,
-             step_size=None):
-    """One Bayes-by-Backprop update on a batch, split over ``ctxs``.
-
-    Parameters
-    ----------
-    X, y : NDArray
-        The whole batch; it is split along axis 0 over ``ctxs``.
-    eps : list of list of array, optional
-        ``eps[k][s]``: flat noise for device ``k``, sample ``s`` (for tests); default draws
-        from each device's own stream.
-    step_size : int, optional
-        Given to ``trainer.step`` (default the batch size: the gradient of the mean cost;
-        1: of the summed cost).
-
-    Returns
-    -------
-    (nll, complexity) : NDArray, NDArray or None
-        The batch's summed negative log-likelihood, and the complexity cost :math:`C`
-        (unweighted; of the first device's sample; None where the weighting skipped it),
-        shape ``(1,)`` on ``ctxs[0]`` (no host sync).
-    """
-    Xs = gluon.utils.split_and_load(X, ctxs, even_split=False)
-    ys = gluon.utils.split_and_load(y, ctxs, even_split=False)
-    batch_size = X.shape[0]
-    losses, nlls, complexity = [], [], None
-    with autograd.record():
-        for k, (xb, yb) in enumerate(zip(Xs, ys, strict=True)):
-            ctx = xb.context
-            draws = [posterior.sample(ctx, eps=None if eps is None else eps[k][s])
-                     for s in range(samples)]
-            outs = []
-            for draw in draws:
-                with use_weights(net, posterior, draw.weights, ctx):
-                    outs.append(net(xb))
-            if samples == 1:
-                outs, draws = outs[0], draws[0]
-            loss = loss_fn(outs, yb, draws, batch_index, batch_size)
-            losses.append(loss)
-            nlls.append(loss.sum() - loss_fn.last_complexity)
-            if k == 0:
-                complexity = loss_fn.last_complexity_cost
-    autograd.backward(losses)
-    trainer.step(batch_size if step_size is None else step_size)
-    if complexity is not None:
-        complexity = complexity.as_in_context(ctxs[0]).reshape((1,))
-    return _gather(nlls, ctxs[0]), complexity
 
 
 def _gather(values, ctx):
@@ -603,18 +552,14 @@ def fit(config, train, valid=None, run_dir=None, ctx=None, resume=False, progres
     loader = ArrayLoader(X, y, config.batch_size, shuffle=True, seed=config.seed, ctx=ctxs[0])
     num_batches = len(loader)
     net, posterior = _build(config, ctxs)
-    fused_step = None
+    step = None
     if posterior is not None:
-        prior = make_prior(**config.prior)
-        loss_fn = BBBLoss(posterior, prior, likelihood=config.likelihood,
-                          complexity=config.complexity, weighting=config.weighting,
-                          num_batches=num_batches, validate=False)
         trainer = _make_trainer(config, posterior.params, ctxs)
-        if _use_fused(config, ctxs):
-            fused_step = fused.FusedBBBStep(net, posterior, trainer, prior, config.complexity,
-                                            config.likelihood, loss_fn.weight_of,
-                                            loss_fn.skip_below)
-        pi_sum = sum(loss_fn.weight_of(i) for i in range(num_batches))
+        step = BBBStep(net, posterior, make_prior(**config.prior), config.likelihood, trainer,
+                       num_batches=num_batches, weighting=config.weighting,
+                       complexity=config.complexity, samples=config.samples,
+                       engine=config.engine, loss_reduction=config.loss_reduction)
+        pi_sum = sum(step.loss.weight_of(i) for i in range(num_batches))
     else:
         loss_fn = (gluon.loss.SigmoidBCELoss() if config.likelihood == "bernoulli"
                    else gluon.loss.SoftmaxCrossEntropyLoss())
@@ -682,15 +627,11 @@ def fit(config, train, valid=None, run_dir=None, ctx=None, resume=False, progres
                     # mx.random's state cannot be saved; a seed per batch makes the masks
                     # a function of the position, so resuming reproduces them.
                     mx.random.seed(_batch_seed(config.seed, epoch, i))
-                if fused_step is not None:
-                    # The complexity cost's value is only for reports: computed on the
-                    # first batch and every log_every-th (its gradient on every batch).
-                    nll, cplx = fused_step(xb, yb, i, config.samples,
-                                           want_complexity=report or i == 0,
-                                           step_size=step_size)
-                elif posterior is not None:
-                    nll, cplx = bbb_step(net, posterior, loss_fn, trainer, xb, yb, i, ctxs,
-                                         config.samples, step_size=step_size)
+                if step is not None:
+                    # The complexity cost's value is only for reports: on the fused engine
+                    # it is computed on the first batch and every log_every-th (its
+                    # gradient on every batch).
+                    nll, cplx = step(xb, yb, i, want_complexity=report or i == 0)
                 else:
                     nll, cplx = _plain_step(net, loss_fn, trainer, xb, yb, ctxs,
                                             step_size), None
@@ -760,21 +701,6 @@ def fit(config, train, valid=None, run_dir=None, ctx=None, resume=False, progres
         exc.result = result
         raise exc
     return result
-
-
-def _use_fused(config, ctxs):
-    """Whether this run takes the fused CPU kernels (see :mod:`bbb_gluon.fused`)."""
-    if config.engine == "reference":
-        return False
-    on_cpu = all(c.device_type == "cpu" for c in ctxs)
-    if config.engine == "fused":
-        if not on_cpu:
-            raise ValueError("engine='fused' runs on CPU contexts only")
-        if not fused.available():
-            raise ValueError(f"engine='fused' but the kernels are unavailable: "
-                             f"{fused.unavailable_reason()}")
-        return True
-    return on_cpu and fused.available()
 
 
 def _batch_seed(seed, epoch, batch):

@@ -33,11 +33,11 @@ from mxnet import autograd, gluon
 
 from bbb_gluon import fused
 from bbb_gluon.data import ArrayLoader, load_dataset
-from bbb_gluon.loss import BBBLoss
 from bbb_gluon.posterior import Posterior
 from bbb_gluon.prediction import predict_proba
 from bbb_gluon.priors import GaussianPrior, ScaleMixturePrior
-from bbb_gluon.training import bbb_step, build_mlp
+from bbb_gluon.step import BBBStep
+from bbb_gluon.training import build_mlp
 
 
 def get_data(num_train):
@@ -95,24 +95,16 @@ def bbb_epoch_fn(hidden, loader, max_batches, prior, complexity, weighting, engi
     net = make_net(hidden)
     posterior = Posterior(net, seed=0)
     trainer = gluon.Trainer(posterior.params, "adam", {"learning_rate": 1e-3})
-    num_batches = len(loader)
-    loss_fn = BBBLoss(posterior, prior, complexity=complexity, weighting=weighting,
-                      num_batches=num_batches, validate=False)
-    if engine == "fused":
-        step = fused.FusedBBBStep(net, posterior, trainer, prior, complexity, "softmax",
-                                  loss_fn.weight_of)
+    # The public step a user's own loop calls; fit runs the same one. The complexity
+    # cost's value is left out as fit leaves it out between progress reports.
+    step = BBBStep(net, posterior, prior, "softmax", trainer, num_batches=len(loader),
+                   weighting=weighting, complexity=complexity, engine=engine)
 
-        def run():
-            for i, (X, y) in enumerate(loader):
-                if i == max_batches:
-                    break
-                step(X, y, i)
-    else:
-        def run():
-            for i, (X, y) in enumerate(loader):
-                if i == max_batches:
-                    break
-                bbb_step(net, posterior, loss_fn, trainer, X, y, i, [mx.cpu()])
+    def run():
+        for i, (X, y) in enumerate(loader):
+            if i == max_batches:
+                break
+            step(X, y, i, want_complexity=False)
     return run
 
 

@@ -41,3 +41,15 @@ def fashion_root(data_root):
             pytest.fail(msg)
         pytest.skip(msg)
     return data_root
+
+
+@pytest.fixture(scope="module")
+def fused_kernels():
+    """The compiled kernels; skip (or fail in CI) when they cannot be built here."""
+    from bbb_gluon import fused
+
+    if not fused.available():
+        msg = f"fused kernels unavailable: {fused.unavailable_reason()}"
+        if os.environ.get("BBB_GLUON_REQUIRE_FUSED"):
+            pytest.fail(msg)
+        pytest.skip(msg)

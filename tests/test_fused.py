@@ -11,16 +11,10 @@ import pytest
 from mxnet import gluon
 
 from bbb_gluon import BBBLoss, GaussianPrior, Posterior, ScaleMixturePrior, fused
-from bbb_gluon.training import bbb_step, build_mlp
+from bbb_gluon.step import reference_step
+from bbb_gluon.training import build_mlp
 
-
-@pytest.fixture(scope="module", autouse=True)
-def _kernels():
-    if not fused.available():
-        msg = f"fused kernels unavailable: {fused.unavailable_reason()}"
-        if os.environ.get("BBB_GLUON_REQUIRE_FUSED"):
-            pytest.fail(msg)
-        pytest.skip(msg)
+pytestmark = pytest.mark.usefixtures("fused_kernels")
 
 
 PRIORS = [
@@ -96,7 +90,7 @@ def _one_step(engine, prior, complexity, batch_index, likelihood="softmax", rho_
         nll, cost = step(X, y, batch_index, eps=[[_split(posterior, eps)]],
                          want_complexity=True)
     else:
-        nll, cost = bbb_step(net, posterior, loss_fn, trainer, X, y, batch_index,
+        nll, cost = reference_step(net, posterior, loss_fn, trainer, X, y, batch_index,
                              [mx.cpu()], eps=[[eps]])
     return before, _params(posterior), nll.asscalar(), cost.asscalar()
 
@@ -144,7 +138,7 @@ def test_fused_step_with_two_samples_averages(prior, complexity):
                                       loss_fn.weight_of)
             step(X, y, 0, samples=2, eps=[[_split(posterior, e) for e in eps]])
         else:
-            bbb_step(net, posterior, loss_fn, trainer, X, y, 0, [mx.cpu()], samples=2,
+            reference_step(net, posterior, loss_fn, trainer, X, y, 0, [mx.cpu()], samples=2,
                      eps=[eps])
         runs[engine] = _params(posterior)
     _close_updates(before, runs["reference"], runs["fused"], rtol=5e-4)

@@ -593,7 +593,7 @@ def small():
 ])
 def test_softmax_label_errors(small, label, match):
     post, s, out = small
-    loss = BBBLoss(post, GaussianPrior(), num_batches=10)
+    loss = BBBLoss(post, GaussianPrior(), num_batches=10, validate=True)
     with pytest.raises(ValueError, match=match):
         loss(out, mx.nd.array(label), s)
 
@@ -607,7 +607,8 @@ def test_softmax_pred_must_be_2d(small):
 
 def test_bernoulli_and_gaussian_label_errors(small):
     post, s, out = small
-    bern = BBBLoss(post, GaussianPrior(), likelihood="bernoulli", num_batches=10)
+    bern = BBBLoss(post, GaussianPrior(), likelihood="bernoulli", num_batches=10,
+                   validate=True)
     logits = out[:, 0]
     with pytest.raises(ValueError, match=r"\[0, 1\]"):
         bern(logits, mx.nd.array([0, 1, 2, 0]), s)
@@ -617,7 +618,8 @@ def test_bernoulli_and_gaussian_label_errors(small):
         bern(out, mx.nd.array([0, 1, 1, 0]), s)
     with pytest.raises(ValueError, match="4 examples"):
         bern(logits, mx.nd.array([0, 1, 1]), s)
-    gauss = BBBLoss(post, GaussianPrior(), likelihood="gaussian", num_batches=10)
+    gauss = BBBLoss(post, GaussianPrior(), likelihood="gaussian", num_batches=10,
+                    validate=True)
     with pytest.raises(ValueError, match="targets"):
         gauss(out, mx.nd.zeros((4, 2)), s)
     with pytest.raises(ValueError, match="NaN"):
@@ -628,7 +630,7 @@ def test_bernoulli_and_gaussian_label_errors(small):
 
 def test_validate_false_skips_value_checks(small):
     post, s, out = small
-    loss = BBBLoss(post, GaussianPrior(), num_batches=10, validate=False)
+    loss = BBBLoss(post, GaussianPrior(), num_batches=10)  # validate=False by default
     loss(out, mx.nd.array([0, 1, 7, 1]), s)  # out of range, not checked
     with pytest.raises(ValueError, match="4 examples"):  # shapes are still checked
         loss(out, mx.nd.array([0, 1, 1]), s)

@@ -13,7 +13,7 @@ import pytest
 from mxnet import autograd, gluon
 from mxnet.gluon import nn
 
-from bbb_gluon import Posterior, PosteriorMismatchError, WeightSample, dense_parameters, ops
+from bbb_gluon import Posterior, PosteriorMismatchError, WeightSample, bayesian_parameters, ops
 
 CPU0 = mx.cpu(0)
 CONTEXTS = [CPU0, mx.cpu(1)]
@@ -49,7 +49,7 @@ def test_mnist_sized_layout():
     assert post.num_params == 2 * 478_410
     assert len(list(post.params.values())) == 12
     assert all(isinstance(p, gluon.Parameter) for p in post.params.values())
-    named = dense_parameters(net)
+    named = bayesian_parameters(net)
     assert post.keys == list(named) == ["0.weight", "0.bias", "1.weight", "1.bias",
                                         "2.weight", "2.bias"]
     assert post.shapes == [tuple(p.shape) for p in named.values()]
@@ -60,9 +60,9 @@ def test_mnist_sized_layout():
     assert "478,410" in repr(post)
 
 
-def test_dense_parameters_is_the_same_for_two_instances():
+def test_bayesian_parameters_is_the_same_for_two_instances():
     a, b = make_net(), make_net()
-    assert list(dense_parameters(a)) == list(dense_parameters(b))
+    assert list(bayesian_parameters(a)) == list(bayesian_parameters(b))
 
 
 @pytest.mark.parametrize("ctx", CONTEXTS, ids=CTX_IDS)
@@ -85,12 +85,12 @@ def test_posterior_lives_on_the_net_context(ctx):
 def test_mu_init_copy(ctx):
     net = make_net(ctx=ctx)
     post = Posterior(net, mu_init="copy", seed=3)
-    for param, mu in zip(dense_parameters(net).values(), post.mu(), strict=True):
+    for param, mu in zip(bayesian_parameters(net).values(), post.mu(), strict=True):
         np.testing.assert_array_equal(mu.asnumpy(), param.data(ctx).asnumpy())
     # a copy, not an alias: changing mu leaves the net alone
-    before = dense_parameters(net)["0.weight"].data(ctx).asnumpy().copy()
+    before = bayesian_parameters(net)["0.weight"].data(ctx).asnumpy().copy()
     post.mu()[0][:] = 123.0
-    np.testing.assert_array_equal(dense_parameters(net)["0.weight"].data(ctx).asnumpy(), before)
+    np.testing.assert_array_equal(bayesian_parameters(net)["0.weight"].data(ctx).asnumpy(), before)
 
 
 def test_mu_init_normal_has_mu_scale_std():
@@ -361,12 +361,16 @@ def test_uninitialised_net_with_in_units():
     lambda: nn.LayerNorm(in_channels=3),
     lambda: nn.Embedding(3, 3),
 ])
-def test_net_with_non_dense_parameters(extra):
+def test_other_layers_stay_deterministic(extra):
     net = nn.HybridSequential()
     net.add(nn.Dense(3, in_units=2), extra())
     net.initialize()
-    with pytest.raises(ValueError, match="Dense"):
-        Posterior(net)
+    post = Posterior(net, seed=0)
+    assert post.keys == ["0.weight", "0.bias"]
+    others = post.deterministic_params(net)
+    own = net[1].collect_params()
+    assert sorted(others.keys()) == sorted(k for k, p in own.items() if p.grad_req != "null")
+    assert len(list(others.keys())) >= 1
 
 
 def test_net_with_parameterless_layers_is_fine():
@@ -380,7 +384,7 @@ def test_net_with_parameterless_layers_is_fine():
 def test_net_without_parameters():
     net = nn.HybridSequential()
     net.add(nn.Activation("relu"))
-    with pytest.raises(ValueError, match="no Dense parameters"):
+    with pytest.raises(ValueError, match="no parameters of the network were selected"):
         Posterior(net)
 
 
@@ -428,3 +432,95 @@ def test_a_constant_rho_leaves_the_mu_draws_as_they_were():
     for x, y in zip(a.mu(), b.mu(), strict=True):
         np.testing.assert_array_equal(x.asnumpy(), y.asnumpy())
     assert all((r.asnumpy() == -3.0).all() for r in a.rho())
+
+
+# --------------------------------------------------------------------------- any network
+
+
+def conv_net(ctx=CPU0):
+    net = nn.HybridSequential()
+    net.add(nn.Conv2D(4, 3, in_channels=1, activation="relu"), nn.BatchNorm(in_channels=4),
+            nn.MaxPool2D(), nn.Conv2DTranspose(2, 2, in_channels=4), nn.Flatten(),
+            nn.Dense(5, in_units=2 * 4 * 4))
+    net.initialize(mx.init.Xavier(), ctx=ctx)
+    return net
+
+
+def test_default_selection_covers_dense_and_convolutions():
+    net = conv_net()
+    post = Posterior(net, seed=0)
+    assert post.keys == ["0.weight", "0.bias", "3.weight", "3.bias", "5.weight", "5.bias"]
+    assert post.shapes[0] == (4, 1, 3, 3) and post.shapes[2] == (4, 2, 2, 2)
+    # BatchNorm's gamma and beta are trained by an ordinary Trainer; its running
+    # statistics are not trained at all.
+    assert sorted(p.rsplit("_", 1)[-1] for p in post.deterministic_params(net).keys()) == \
+        ["beta", "gamma"]
+
+
+@pytest.mark.parametrize("select, keys", [
+    (lambda net: [net[-1]], ["5.weight", "5.bias"]),
+    (lambda net: r"^5\.", ["5.weight", "5.bias"]),
+    (lambda net: r"weight$", ["0.weight", "3.weight", "5.weight"]),
+    (lambda net: (lambda name, p: name.startswith("0.")), ["0.weight", "0.bias"]),
+    (lambda net: [net[1]], ["1.gamma", "1.beta"]),
+])
+def test_selectors(select, keys):
+    net = conv_net()
+    post = Posterior(net, seed=0, select=select(net))
+    assert post.keys == keys
+    others = post.deterministic_params(net)
+    covered = {id(p) for p in post.check_net(net).values()}
+    trainable = [p for p in net.collect_params().values() if p.grad_req != "null"]
+    assert len(list(others.keys())) + len(keys) == len(trainable)
+    assert not covered & {id(p) for p in others.values()}
+
+
+@pytest.mark.parametrize("select", ["nothing-matches", [], lambda name, p: False])
+def test_a_selector_that_chooses_nothing(select):
+    with pytest.raises(ValueError, match="no parameters"):
+        Posterior(conv_net(), select=select)
+
+
+def test_a_selector_of_an_unknown_kind():
+    with pytest.raises(ValueError, match="select must be"):
+        Posterior(conv_net(), select=3)
+
+
+def test_deferred_conv_shapes_need_a_batch_first():
+    net = nn.HybridSequential()
+    net.add(nn.Conv2D(4, 3), nn.Flatten(), nn.Dense(2))
+    net.initialize()
+    with pytest.raises(ValueError, match="run one batch"):
+        Posterior(net)
+    net(mx.nd.ones((1, 1, 6, 6)))
+    assert Posterior(net, seed=0).shapes == [(4, 1, 3, 3), (4,), (2, 64), (2,)]
+
+
+def test_save_and_load_parameters_like_gluon(tmp_path):
+    net = conv_net()
+    a = Posterior(net, seed=1, select=[net[-1]])
+    path = tmp_path / "post.params"
+    a.save_parameters(path)
+    saved = mx.nd.load(str(path))
+    assert sorted(saved) == ["5.bias_mu", "5.bias_rho", "5.weight_mu", "5.weight_rho"]
+    b = Posterior(net, seed=2, select=[net[-1]])
+    b.load_parameters(path)
+    for x, y in zip(a.mu() + a.rho(), b.mu() + b.rho(), strict=True):
+        np.testing.assert_array_equal(x.asnumpy(), y.asnumpy())
+    c = Posterior(net, seed=2)  # covers more arrays than the file holds
+    with pytest.raises(PosteriorMismatchError, match="only in the posterior"):
+        c.load_parameters(path)
+
+
+def test_reset_ctx_moves_the_posterior_and_its_samples():
+    net = conv_net(CPU0)
+    post = Posterior(net, seed=0)
+    mu = [m.asnumpy() for m in post.mu()]
+    post.reset_ctx(mx.cpu(1))
+    net.collect_params().reset_ctx(mx.cpu(1))
+    assert post.contexts == [mx.cpu(1)]
+    assert all(m.context == mx.cpu(1) for m in post.mu())
+    for a, b in zip(mu, post.mu(), strict=True):
+        np.testing.assert_array_equal(a, b.asnumpy())
+    sample = post.sample()
+    assert sample.weights[0].context == mx.cpu(1)

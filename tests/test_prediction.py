@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 from mxnet.gluon import nn
 
-from bbb_gluon import Posterior, fused, prediction, use_weights
+from bbb_gluon import Posterior, fused, prediction, use_means, use_weights
 from bbb_gluon.prediction import (
     PREDICTION_STREAM,
     class_std,
@@ -291,3 +291,25 @@ def test_weights_go_back_after_prediction():
     after = [p.data().asnumpy() for p in net.collect_params().values()]
     for a, b in zip(before, after, strict=True):
         np.testing.assert_array_equal(a, b)
+
+
+def test_images_through_a_conv_net():
+    net = nn.HybridSequential()
+    net.add(nn.Conv2D(3, 3, in_channels=1, activation="relu"), nn.Flatten(),
+            nn.Dense(4, in_units=3 * 4 * 4))
+    net.initialize(mx.init.Normal(0.5))
+    posterior = Posterior(net, seed=0, rho_init=-2.0)
+    X = np.random.default_rng(0).normal(size=(9, 1, 6, 6)).astype(np.float32)
+    with use_means(net, posterior):
+        expected = softmax64(net(mx.nd.array(X)).asnumpy().astype(np.float64))
+    np.testing.assert_allclose(predict_proba(net, X, posterior, 0, batch_size=4), expected,
+                               rtol=1e-5, atol=1e-7)
+    state = posterior.noise.state_dict()
+    samples = predict_samples(net, posterior, X, 5, batch_size=4)
+    posterior.noise.load_state_dict(state)
+    mean = predict_proba(net, X, posterior, 5, batch_size=4)
+    assert samples.shape == (5, 9, 4)
+    np.testing.assert_allclose(mean, samples.mean(axis=0), rtol=1e-5, atol=1e-7)
+    assert np.abs(samples[0] - samples[1]).max() > 1e-3
+    with pytest.raises(ValueError, match="examples axis"):
+        predict_proba(net, X[0, 0, 0], posterior, 0)

@@ -13,7 +13,7 @@ import pytest
 from mxnet import autograd
 from mxnet.gluon import nn
 
-from bbb_gluon import Posterior, PosteriorMismatchError, dense_parameters, use_means, use_weights
+from bbb_gluon import Posterior, PosteriorMismatchError, bayesian_parameters, use_means, use_weights
 
 CPU0 = mx.cpu(0)
 CONTEXTS = [CPU0, mx.cpu(1)]
@@ -94,7 +94,7 @@ contexts = pytest.mark.parametrize("ctx", CONTEXTS, ids=CTX_IDS)
 def test_use_weights_forward_and_gradients(block, hybrid, ctx):
     net = make_net(ctx=ctx, block=block, hybrid=hybrid)
     post = Posterior(net, mu_scale=0.5, rho_init=-1.0, seed=0)
-    own = dense_parameters(net)
+    own = bayesian_parameters(net)
     own_arrays = [p.data(ctx) for p in own.values()]
     own_values = np_list(own_arrays)
     x = np.random.randn(5, 3).astype(np.float32)
@@ -143,7 +143,7 @@ def test_use_weights_forward_and_gradients(block, hybrid, ctx):
 def test_use_means(block, hybrid, ctx):
     net = make_net(ctx=ctx, block=block, hybrid=hybrid)
     post = Posterior(net, mu_scale=0.7, seed=3)
-    own_values = np_list(p.data(ctx) for p in dense_parameters(net).values())
+    own_values = np_list(p.data(ctx) for p in bayesian_parameters(net).values())
     x = np.random.randn(4, 3).astype(np.float32)
     X = mx.nd.array(x, ctx=ctx)
     net(X)
@@ -162,7 +162,7 @@ def test_use_means(block, hybrid, ctx):
 def test_restored_after_exception(block, hybrid, ctx):
     net = make_net(ctx=ctx, block=block, hybrid=hybrid)
     post = Posterior(net, seed=0)
-    own = dense_parameters(net)
+    own = bayesian_parameters(net)
     own_arrays = [p.data(ctx) for p in own.values()]
     own_values = np_list(own_arrays)
     X = mx.nd.array(np.random.randn(2, 3), ctx=ctx)
@@ -190,7 +190,7 @@ def test_other_architecture(ctx):
     deeper = nn.HybridSequential()
     deeper.add(nn.Dense(4, in_units=3), nn.Dense(4, in_units=4), nn.Dense(2, in_units=4))
     deeper.initialize(ctx=ctx)
-    with pytest.raises(PosteriorMismatchError, match="2.weight"):
+    with pytest.raises(PosteriorMismatchError, match=r"1\.weight: \(2, 4\) vs \(4, 4\)"):
         with use_means(deeper, post):
             pass
 
@@ -199,7 +199,7 @@ def test_other_architecture(ctx):
 def test_wrong_weight_arrays(ctx):
     net = make_net(ctx=ctx)
     post = Posterior(net, seed=0)
-    own = dense_parameters(net)
+    own = bayesian_parameters(net)
     own_arrays = [p.data(ctx) for p in own.values()]
     weights = post.mu(ctx)
     with pytest.raises(PosteriorMismatchError, match="4 weight arrays, got 3"):
@@ -264,3 +264,41 @@ def test_several_samples_in_one_graph(hybrid):
     ref = [backward64(x, np_list(s.weights), di) for s, di in zip(samples, d, strict=True)]
     for i, gm in enumerate(g_mu):
         mx.test_utils.assert_almost_equal(gm, ref[0][i] + ref[1][i], rtol=1e-4, atol=1e-6)
+
+
+def test_two_threads_take_turns_on_one_network():
+    import threading
+    import time
+
+    net = make_net()
+    post = Posterior(net, seed=0)
+    own = [p.data().asnumpy().copy() for p in bayesian_parameters(net).values()]
+    inside, overlaps, errors = [], [], []
+
+    def worker(scale):
+        try:
+            work(scale)
+        except Exception as e:  # a thread's exception would not fail the test by itself
+            errors.append(e)
+
+    def work(scale):
+        for _ in range(20):
+            weights = [m * scale for m in post.mu()]
+            with use_weights(net, post, weights):
+                inside.append(scale)
+                if len(inside) > 1:
+                    overlaps.append(tuple(inside))
+                time.sleep(0.001)
+                seen = [p.data().asnumpy() for p in bayesian_parameters(net).values()]
+                for got, want in zip(seen, weights, strict=True):
+                    np.testing.assert_array_equal(got, want.asnumpy())
+                inside.remove(scale)
+
+    threads = [threading.Thread(target=worker, args=(s,)) for s in (2.0, 3.0)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == [] and overlaps == []
+    for p, before in zip(bayesian_parameters(net).values(), own, strict=True):
+        np.testing.assert_array_equal(p.data().asnumpy(), before)

@@ -1,0 +1,181 @@
+"""``BBBStep``: one Bayes-by-Backprop update, for a training loop of your own.
+
+It does what ``posterior.sample()``, ``use_weights``, a :class:`~bbb_gluon.BBBLoss`,
+``backward`` and ``trainer.step`` do together, for any network and any per-example Gluon
+loss, and picks the fastest way the machine offers: the fused CPU kernels of
+:mod:`bbb_gluon.fused` on CPU contexts where they build, MXNet operators with autograd
+elsewhere (the same estimator; tests compare the two on the same noise). It returns the
+batch's costs as NDArrays and never reads them back to the host, so MXNet's engine keeps
+running ahead of Python.
+
+Example
+-------
+>>> step = BBBStep(net, posterior, prior, gluon.loss.SoftmaxCrossEntropyLoss(), trainer,
+...                num_batches=len(loader))
+>>> for i, (X, y) in enumerate(loader):
+...     nll, complexity = step(X, y, i)
+
+Parameters the posterior does not cover (BatchNorm, layers left out by its selector) get
+their gradients from the same backward pass: step them with an ordinary Trainer over
+``posterior.deterministic_params(net)`` after each call.
+"""
+
+from mxnet import autograd, gluon
+
+from . import fused
+from .loss import BBBLoss
+from .priors import GaussianPrior, Prior, ScaleMixturePrior
+from .sampling import use_weights
+
+__all__ = ["BBBStep", "ENGINES"]
+
+ENGINES = ("auto", "fused", "reference")
+
+
+class BBBStep:
+    r"""One update of :math:`\mu` and :math:`\rho` on a minibatch.
+
+    Parameters
+    ----------
+    net : gluon.Block
+        The network the posterior was built from; hybridize it for speed.
+    posterior : Posterior
+    prior : Prior
+    loss : gluon.loss.Loss or {"softmax", "bernoulli", "gaussian"}
+        The likelihood cost: any Gluon loss returning one negative log-likelihood per
+        example (``SoftmaxCrossEntropyLoss``, ``L2Loss``, ``SigmoidBCELoss``, your own),
+        or one of :class:`BBBLoss`'s named likelihoods.
+    trainer : gluon.Trainer
+        Over ``posterior.params``.
+    num_batches : int, optional
+        Minibatches per epoch, :math:`M` (needed by the "uniform" and "blundell"
+        weightings).
+    weighting : "uniform", "blundell" or float, default "uniform"
+        The complexity weight :math:`\pi_i` of minibatch :math:`i`.
+    complexity : {"mc", "kl"}, default "mc"
+        Monte-Carlo complexity cost (any prior) or the closed-form KL (Gaussian prior).
+    samples : int, default 1
+        Weight samples averaged per step.
+    engine : {"auto", "fused", "reference"}, default "auto"
+        "auto" takes the fused kernels where they can run (CPU contexts, kernels built,
+        a scale-mixture prior with the Monte-Carlo cost or a Gaussian prior, a likelihood
+        other than the named "gaussian"), else the reference operators.
+    loss_reduction : {"mean", "sum"}, default "mean"
+        The optimiser follows the gradient of the batch's mean cost (Gluon's convention,
+        ``trainer.step(batch_size)``) or of its sum (the paper's, ``trainer.step(1)``).
+
+    Attributes
+    ----------
+    engine : str
+        "fused" or "reference": what this step runs.
+    loss : BBBLoss
+        The cost (its ``weight_of`` gives :math:`\pi_i`; a learned Gaussian noise scale
+        is among its ``collect_params()``).
+    """
+
+    def __init__(self, net, posterior, prior, loss, trainer, num_batches=None,
+                 weighting="uniform", complexity="mc", samples=1, engine="auto",
+                 loss_reduction="mean"):
+        if not isinstance(prior, Prior):
+            raise TypeError(f"prior must be a bbb_gluon Prior, got {type(prior).__name__}")
+        if not isinstance(trainer, gluon.Trainer):
+            raise TypeError(f"trainer must be a gluon.Trainer, got {type(trainer).__name__}")
+        if engine not in ENGINES:
+            raise ValueError(f"engine must be one of {ENGINES}, got {engine!r}")
+        if loss_reduction not in ("mean", "sum"):
+            raise ValueError(f"loss_reduction must be 'mean' or 'sum', got {loss_reduction!r}")
+        if isinstance(samples, bool) or not isinstance(samples, int) or samples < 1:
+            raise ValueError(f"samples must be an integer >= 1, got {samples!r}")
+        posterior.check_net(net)
+        self.net, self.posterior, self.prior, self.trainer = net, posterior, prior, trainer
+        self.samples = samples
+        self.loss_reduction = loss_reduction
+        self.loss = BBBLoss(posterior, prior, likelihood=loss, complexity=complexity,
+                            weighting=weighting, num_batches=num_batches)
+        reason = self._why_not_fused(loss, complexity)
+        if engine == "fused" and reason:
+            raise ValueError(f"engine='fused' cannot run here: {reason}")
+        self.engine = "reference" if engine == "reference" or reason else "fused"
+        self._fused = None
+        if self.engine == "fused":
+            self._fused = fused.FusedBBBStep(net, posterior, trainer, prior, complexity, loss,
+                                             self.loss.weight_of, self.loss.skip_below)
+
+    def _why_not_fused(self, loss, complexity):
+        if any(c.device_type != "cpu" for c in self.posterior.contexts):
+            return "the fused kernels run on CPU contexts only"
+        if not (isinstance(self.prior, GaussianPrior) or
+                (isinstance(self.prior, ScaleMixturePrior) and complexity == "mc")):
+            return f"no fused kernel for {self.prior!r} with complexity {complexity!r}"
+        if loss == "gaussian":
+            return "the named 'gaussian' likelihood runs on the reference engine (pass a " \
+                   "Gluon loss such as L2Loss for the fused one)"
+        if not fused.available():
+            return f"the kernels are unavailable ({fused.unavailable_reason()})"
+        return None
+
+    def __call__(self, X, y, batch_index=0, want_complexity=True, eps=None):
+        """Update on the batch ``(X, y)``, split over the posterior's contexts.
+
+        Parameters
+        ----------
+        X, y : NDArray
+            The batch (any shapes the network and the loss take), on the first context.
+        batch_index : int
+            0-based position of the batch in its epoch (for the complexity weighting).
+        want_complexity : bool, default True
+            Also return the complexity cost's value (one more pass over the posterior on
+            the fused engine, which otherwise computes only its gradient).
+        eps : list, optional
+            Fixed noise, for tests: ``eps[k][s]`` for device ``k`` and sample ``s``, a
+            flat array (reference engine) or a list of per-parameter arrays (fused).
+
+        Returns
+        -------
+        (nll, complexity) : NDArray, NDArray or None
+            The batch's summed negative log-likelihood, shape ``(1,)``, and the
+            unweighted complexity cost :math:`C` of the first device's first sample
+            (``None`` if not asked for, or where the weighting skipped it); both on the
+            first context, not read back to the host.
+        """
+        step_size = X.shape[0] if self.loss_reduction == "mean" else 1
+        if self._fused is not None:
+            return self._fused(X, y, batch_index, self.samples, eps=eps,
+                               want_complexity=want_complexity, step_size=step_size)
+        return reference_step(self.net, self.posterior, self.loss, self.trainer, X, y,
+                              batch_index, self.posterior.contexts, self.samples, eps,
+                              step_size)
+
+
+def reference_step(net, posterior, loss_fn, trainer, X, y, batch_index, ctxs, samples=1,
+                   eps=None, step_size=None):
+    """One update with MXNet operators and autograd through ``loss_fn`` (a BBBLoss); the
+    arguments and the return value are :class:`BBBStep`'s."""
+    Xs = gluon.utils.split_and_load(X, ctxs, even_split=False)
+    ys = gluon.utils.split_and_load(y, ctxs, even_split=False)
+    batch_size = X.shape[0]
+    losses, nlls, complexity = [], [], None
+    with autograd.record():
+        for k, (xb, yb) in enumerate(zip(Xs, ys, strict=True)):
+            ctx = xb.context
+            draws = [posterior.sample(ctx, eps=None if eps is None else eps[k][s])
+                     for s in range(samples)]
+            outs = []
+            for draw in draws:
+                with use_weights(net, posterior, draw.weights, ctx):
+                    outs.append(net(xb))
+            if samples == 1:
+                outs, draws = outs[0], draws[0]
+            loss = loss_fn(outs, yb, draws, batch_index, batch_size)
+            losses.append(loss)
+            nlls.append(loss.sum() - loss_fn.last_complexity)
+            if k == 0:
+                complexity = loss_fn.last_complexity_cost
+    autograd.backward(losses)
+    trainer.step(batch_size if step_size is None else step_size)
+    if complexity is not None:
+        complexity = complexity.as_in_context(ctxs[0]).reshape((1,))
+    total = nlls[0].as_in_context(ctxs[0])
+    for v in nlls[1:]:
+        total = total + v.as_in_context(ctxs[0])
+    return total.reshape((1,)), complexity

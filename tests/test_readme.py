@@ -1,0 +1,35 @@
+"""README's code runs as written: its first example on the fused path."""
+
+import math
+import os
+import re
+from pathlib import Path
+
+import pytest
+
+from bbb_gluon import fused
+
+README = Path(__file__).resolve().parent.parent / "README.md"
+
+
+def python_blocks():
+    return re.findall(r"```python\n(.*?)```", README.read_text(), re.S)
+
+
+def test_readme_examples_run_and_the_first_takes_the_fast_path():
+    blocks = python_blocks()
+    assert len(blocks) >= 2
+    namespace = {}
+    exec(compile(blocks[0], "README.md example 1", "exec"), namespace)
+    step, nll, complexity = namespace["step"], namespace["nll"], namespace["complexity"]
+    if not fused.available():
+        msg = f"fused kernels unavailable: {fused.unavailable_reason()}"
+        if os.environ.get("BBB_GLUON_REQUIRE_FUSED"):
+            pytest.fail(msg)
+        pytest.skip(msg)
+    assert step.engine == "fused"
+    assert math.isfinite(nll.asscalar()) and complexity.asscalar() > 0
+    before = [m.asnumpy().copy() for m in namespace["posterior"].mu()]
+    exec(compile(blocks[1], "README.md example 2", "exec"), namespace)
+    after = namespace["posterior"].mu()
+    assert any((a.asnumpy() != b).any() for a, b in zip(after, before, strict=True))

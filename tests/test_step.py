@@ -1,0 +1,214 @@
+"""Tests for bbb_gluon.step: BBBStep in a user's own loop, with any network and loss.
+
+The fused and the reference engines are given the same noise and must make the same
+updates, for a convolutional network with BatchNorm (trained alongside by an ordinary
+Trainer), a last-layer-only posterior, and regression and binary losses.
+"""
+
+import math
+
+import mxnet as mx
+import numpy as np
+import pytest
+from mxnet import gluon
+from mxnet.gluon import nn
+
+from bbb_gluon import BBBStep, GaussianPrior, Posterior, ScaleMixturePrior
+
+MIXTURE = ScaleMixturePrior(0.5, 1.0, math.exp(-6))
+
+
+pytestmark = pytest.mark.usefixtures("fused_kernels")
+
+
+def lenet(ctx):
+    net = nn.HybridSequential()
+    net.add(nn.Conv2D(4, 3, in_channels=1, activation="relu"), nn.BatchNorm(in_channels=4),
+            nn.MaxPool2D(), nn.Conv2D(6, 3, in_channels=4, activation="relu"), nn.Flatten(),
+            nn.Dense(16, activation="relu", in_units=6 * 2 * 2), nn.Dense(5, in_units=16))
+    mx.random.seed(0)
+    net.initialize(mx.init.Xavier(), ctx=ctx)
+    net.hybridize()
+    return net
+
+
+def mlp(ctx, outputs=5, inputs=12):
+    net = nn.HybridSequential()
+    net.add(nn.Dense(16, activation="relu", in_units=inputs),
+            nn.Dense(16, activation="relu", in_units=16), nn.Dense(outputs, in_units=16))
+    mx.random.seed(0)
+    net.initialize(mx.init.Xavier(), ctx=ctx)
+    net.hybridize()
+    return net
+
+
+def batches(kind, n=16, steps=3, seed=1):
+    rng = np.random.default_rng(seed)
+    for _ in range(steps):
+        if kind == "image":
+            X = rng.normal(size=(n, 1, 10, 10))
+            y = rng.integers(0, 5, n)
+        elif kind == "regression":
+            X = rng.normal(size=(n, 12))
+            y = X[:, :3] @ np.array([1.0, -2.0, 0.5]) + 0.1 * rng.normal(size=n)
+            y = y.reshape(n, 1)
+        elif kind == "binary":
+            X = rng.normal(size=(n, 12))
+            y = (X[:, 0] > 0).astype(np.float32)
+        else:
+            X = rng.normal(size=(n, 12))
+            y = rng.integers(0, 5, n)
+        yield mx.nd.array(X), mx.nd.array(y)
+
+
+def noise(posterior, step, engine):
+    flat = np.random.default_rng([7, step]).standard_normal(posterior.num_weights)
+    flat = flat.astype(np.float32)
+    if engine == "reference":
+        return [[flat]]
+    parts, start = [], 0
+    for shape in posterior.shapes:
+        size = int(np.prod(shape))
+        parts.append(mx.nd.array(flat[start:start + size]).reshape(shape))
+        start += size
+    return [[parts]]
+
+
+CASES = {
+    "conv-bn": (lenet, {}, "image", gluon.loss.SoftmaxCrossEntropyLoss(), MIXTURE),
+    "last-layer": (mlp, {"select": "last"}, "class", gluon.loss.SoftmaxCrossEntropyLoss(),
+                   MIXTURE),
+    "l2-regression": (lambda ctx: mlp(ctx, outputs=1), {}, "regression", gluon.loss.L2Loss(),
+                      GaussianPrior(1.0)),
+    "sigmoid-bce": (lambda ctx: mlp(ctx, outputs=1), {}, "binary",
+                    gluon.loss.SigmoidBCELoss(), MIXTURE),
+}
+
+
+def train(case, engine, steps=3):
+    build, options, kind, loss, prior = CASES[case]
+    ctx = mx.cpu(1)  # not the default context: nothing may assume cpu(0)
+    net = build(ctx)
+    select = [net[-1]] if options.get("select") == "last" else None
+    posterior = Posterior(net, seed=3, rho_init=-4.0, select=select)
+    # Small steps: a few large ones on the scale mixture's narrow spike (curvature
+    # 1/sigma2^2) would amplify float32 rounding differences between the engines.
+    trainer = gluon.Trainer(posterior.params, "sgd", {"learning_rate": 0.01})
+    others = posterior.deterministic_params(net)
+    other_trainer = gluon.Trainer(others, "sgd", {"learning_rate": 0.01}) \
+        if list(others.keys()) else None
+    step = BBBStep(net, posterior, prior, loss, trainer, num_batches=100, engine=engine)
+    assert step.engine == engine
+    start = {"mu": [a.asnumpy() for a in posterior.mu()],
+             "rho": [a.asnumpy() for a in posterior.rho()],
+             "other": [p.data(ctx).asnumpy() for p in others.values()]}
+    costs = []
+    for i, (X, y) in enumerate(batches(kind, steps=steps)):
+        X, y = X.as_in_context(ctx), y.as_in_context(ctx)
+        nll, complexity = step(X, y, i, eps=noise(posterior, i, engine))
+        if other_trainer is not None:
+            other_trainer.step(X.shape[0])
+        costs.append((nll.asscalar(), complexity.asscalar()))
+    end = {"mu": [a.asnumpy() for a in posterior.mu()],
+           "rho": [a.asnumpy() for a in posterior.rho()],
+           "other": [p.data(ctx).asnumpy() for p in others.values()]}
+    return start, end, costs, posterior
+
+
+def assert_same_updates(start, a, b, rtol):
+    for x0, x, y in zip(start, a, b, strict=True):
+        dx, dy = x.astype(np.float64) - x0, y.astype(np.float64) - x0
+        scale = np.abs(dx).max()
+        assert scale > 0, "the step did not move this array"
+        ulp = np.spacing(np.maximum(np.abs(x), np.abs(y)).astype(np.float32))
+        worst = (np.abs(dy - dx) - 2 * ulp).max() / scale
+        assert worst <= rtol, worst
+
+
+@pytest.mark.parametrize("case", list(CASES))
+def test_fused_and_reference_make_the_same_updates(case):
+    start, ref, ref_costs, posterior = train(case, "reference")
+    _, fus, fus_costs, _ = train(case, "fused")
+    rtol = 5e-4 if CASES[case][4] is MIXTURE else 1e-4
+    for part in ("mu", "rho", "other"):
+        assert_same_updates(start[part], ref[part], fus[part], rtol)
+    for (n_ref, c_ref), (n_fus, c_fus) in zip(ref_costs, fus_costs, strict=True):
+        assert n_fus == pytest.approx(n_ref, rel=1e-4)
+        assert c_fus == pytest.approx(c_ref, rel=1e-5)
+    if case == "conv-bn":
+        assert posterior.keys == ["0.weight", "0.bias", "3.weight", "3.bias", "5.weight",
+                                  "5.bias", "6.weight", "6.bias"]
+        assert len(start["other"]) == 2  # BatchNorm's gamma and beta, trained alongside
+    if case == "last-layer":
+        assert posterior.keys == ["2.weight", "2.bias"]
+        assert len(start["other"]) == 4  # the first two Dense layers, deterministic
+
+
+def test_a_conv_net_learns_with_the_step():
+    # Ten 4-pixel patterns, one per class, with noise: a few steps separate them.
+    rng = np.random.default_rng(0)
+    centres = rng.normal(size=(5, 1, 10, 10))
+    y = rng.integers(0, 5, 200)
+    X = mx.nd.array(centres[y] + 0.3 * rng.normal(size=(200, 1, 10, 10)))
+    y = mx.nd.array(y)
+    net = lenet(mx.cpu())
+    posterior = Posterior(net, seed=0, rho_init=-5.0)
+    trainer = gluon.Trainer(posterior.params, "adam", {"learning_rate": 0.01})
+    other = gluon.Trainer(posterior.deterministic_params(net), "adam", {"learning_rate": 0.01})
+    step = BBBStep(net, posterior, MIXTURE, gluon.loss.SoftmaxCrossEntropyLoss(), trainer,
+                   num_batches=5)
+    first = None
+    for _ in range(8):
+        for i in range(5):
+            nll, _ = step(X[i * 40:(i + 1) * 40], y[i * 40:(i + 1) * 40], i)
+            other.step(40)
+            first = nll.asscalar() if first is None else first
+    from bbb_gluon import predict_proba
+
+    error = (predict_proba(net, X.asnumpy(), posterior, 0).argmax(axis=1)
+             != y.asnumpy()).mean()
+    assert nll.asscalar() < first / 4 and error < 0.1, (first, nll.asscalar(), error)
+
+
+@pytest.mark.parametrize("engine", ["fused", "reference"])
+def test_the_step_reads_nothing_back_to_the_host(engine, monkeypatch):
+    net = mlp(mx.cpu())
+    posterior = Posterior(net, seed=0)
+    trainer = gluon.Trainer(posterior.params, "adam", {"learning_rate": 1e-3})
+    step = BBBStep(net, posterior, MIXTURE, gluon.loss.SoftmaxCrossEntropyLoss(), trainer,
+                   num_batches=3, engine=engine)
+    X, y = next(batches("class"))
+    step(X, y, 0)  # warm-up: the first call may build kernels and caches
+
+    def forbidden(*args, **kwargs):
+        raise AssertionError("a host sync inside the step")
+
+    for name in ("asnumpy", "asscalar", "wait_to_read"):
+        monkeypatch.setattr(mx.nd.NDArray, name, forbidden)
+    nll, complexity = step(X, y, 1)
+    monkeypatch.undo()
+    assert math.isfinite(nll.asscalar()) and math.isfinite(complexity.asscalar())
+
+
+def test_engine_choice_and_errors():
+    net = mlp(mx.cpu(), outputs=1)
+    posterior = Posterior(net, seed=0)
+    trainer = gluon.Trainer(posterior.params, "sgd", {"learning_rate": 0.1})
+    assert BBBStep(net, posterior, MIXTURE, gluon.loss.L2Loss(), trainer,
+                   num_batches=2).engine == "fused"
+    # the named Gaussian likelihood (with its own noise parameter) has no fused kernel
+    step = BBBStep(net, posterior, MIXTURE, "gaussian", trainer, num_batches=2)
+    assert step.engine == "reference"
+    with pytest.raises(ValueError, match="engine='fused' cannot run here"):
+        BBBStep(net, posterior, MIXTURE, "gaussian", trainer, num_batches=2, engine="fused")
+    with pytest.raises(ValueError, match="engine must be"):
+        BBBStep(net, posterior, MIXTURE, "softmax", trainer, num_batches=2, engine="gpu")
+    with pytest.raises(ValueError, match="num_batches"):
+        BBBStep(net, posterior, MIXTURE, "softmax", trainer)
+    with pytest.raises(TypeError, match="Trainer"):
+        BBBStep(net, posterior, MIXTURE, "softmax", "adam", num_batches=2)
+    with pytest.raises(ValueError, match="samples"):
+        BBBStep(net, posterior, MIXTURE, "softmax", trainer, num_batches=2, samples=0)
+    other = mlp(mx.cpu(), outputs=3)
+    with pytest.raises(ValueError, match="does not match"):
+        BBBStep(other, posterior, MIXTURE, "softmax", trainer, num_batches=2)
