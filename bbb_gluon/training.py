@@ -50,6 +50,9 @@ __all__ = ["TrainConfig", "TrainResult", "fit", "build_mlp", "load_run",
 
 MODELS = ("bbb", "plain", "dropout")
 _ARCH_FIELDS = ("model", "hidden", "activation", "num_inputs", "num_outputs", "likelihood")
+# Settings a resumed run may change: they decide how long it runs and what it reports,
+# not the path its parameters take.
+_FREE_FIELDS = ("epochs", "log_every", "eval_samples")
 _FORMAT = "bbb_gluon.checkpoint/1"
 
 
@@ -455,11 +458,33 @@ def _run_paths(run_dir):
 
 
 def _check_resume_config(stored, config, path):
+    here = config.to_dict()
     for name in _ARCH_FIELDS:
-        a, b = stored.get(name), config.to_dict().get(name)
+        a, b = stored.get(name), here.get(name)
         if a != b:
             raise CheckpointError(
                 f"{path} is a checkpoint of another model: {name} is {a!r} there, {b!r} here")
+    # A checkpoint written before a setting existed holds its default.
+    defaults = TrainConfig().to_dict()
+    for name, b in here.items():
+        a = stored.get(name, defaults[name])
+        if name not in _FREE_FIELDS and a != b:
+            raise CheckpointError(
+                f"{path} was trained with {name}={a!r}; resuming with {name}={b!r} would "
+                "not continue the same run (only epochs, log_every and eval_samples may "
+                "change)")
+
+
+def _check_resume_setup(meta, setup, path):
+    """The engine and the devices decide the noise a run draws: a resumed run keeps them."""
+    for name, value in setup.items():
+        stored = meta.get(name)
+        if stored is not None and stored != value:
+            raise CheckpointError(
+                f"{path} was trained with {name} {stored!r}; resuming with {value!r} would "
+                f"draw other weight noise and not continue the same run"
+                + (" (is the C++ compiler missing, or BBB_GLUON_FUSED=0 set?)"
+                   if name == "engine" else ""))
 
 
 @contextlib.contextmanager
@@ -565,6 +590,8 @@ def fit(config, train, valid=None, run_dir=None, ctx=None, resume=False, progres
                    else gluon.loss.SoftmaxCrossEntropyLoss())
         trainer = _make_trainer(config, net.collect_params(), ctxs)
         pi_sum = 0.0
+    setup = {"engine": step.engine if step is not None else "plain",
+             "contexts": [str(c) for c in ctxs]}
 
     history, start_epoch, start_batch, best = [], 0, 0, {"epoch": None, "error": None}
     partial = None
@@ -583,6 +610,7 @@ def fit(config, train, valid=None, run_dir=None, ctx=None, resume=False, progres
             _load_trainer_states(trainer, meta["trainer_states"])
         if posterior is not None:
             posterior.noise.load_state_dict(meta["noise"])
+        _check_resume_setup(meta, setup, latest_path)
         history, best = meta["history"], meta["best"]
         start_epoch, start_batch, partial = meta["epoch"], meta["batch"], meta.get("partial")
     if run_dir is not None:
@@ -593,7 +621,8 @@ def fit(config, train, valid=None, run_dir=None, ctx=None, resume=False, progres
     def meta_now(epoch, batch, partial_state):
         return {"format": _FORMAT, "config": config.to_dict(), "epoch": epoch, "batch": batch,
                 "partial": partial_state, "history": history, "best": best,
-                "noise": posterior.noise.state_dict() if posterior is not None else None}
+                "noise": posterior.noise.state_dict() if posterior is not None else None,
+                **setup}
 
     batches_done = 0
     interrupted = False

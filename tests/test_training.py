@@ -870,3 +870,48 @@ def test_bernoulli_likelihood_trains_on_two_moons(engine):
     assert last["valid_error"] < 0.15 and last["valid_error_mc"] < 0.15
     probs = predict_proba(result.net, X[400:], result.posterior, 0, likelihood="bernoulli")
     assert error_rate(probs, y[400:]) == last["valid_error"]
+
+
+@pytest.mark.parametrize("change, field", [
+    ({"engine": "reference"}, "engine"),      # the fused run resumed on the reference engine
+    ({"lr": 0.5}, "lr"),
+    ({"batch_size": 32}, "batch_size"),
+    ({"seed": 1}, "seed"),
+    ({"optimizer": "sgd"}, "optimizer"),
+    ({"prior": {"kind": "gaussian", "sigma": 1.0}}, "prior"),
+    ({"rho_init": -4.0}, "rho_init"),
+])
+def test_resume_with_another_trajectory_setting_is_refused(mnist_300, tmp_path, change, field):
+    run_dir = tmp_path / "run"
+    fit(tiny("bbb", epochs=1, engine="auto"), mnist_300.train, mnist_300.valid,
+        run_dir=run_dir, progress=False)
+    before = snapshot(run_dir)
+    with pytest.raises(CheckpointError, match=field):
+        fit(tiny("bbb", epochs=2, **change), mnist_300.train, mnist_300.valid,
+            run_dir=run_dir, resume=True, progress=False)
+    assert snapshot(run_dir) == before
+    # What only decides how long it runs and what it reports may change.
+    resumed = fit(tiny("bbb", epochs=2, eval_samples=0, log_every=3), mnist_300.train,
+                  mnist_300.valid, run_dir=run_dir, resume=True, progress=False)
+    assert len(resumed.history) == 2
+
+
+def test_resume_on_other_devices_is_refused(mnist_300, tmp_path):
+    run_dir = tmp_path / "run"
+    fit(tiny("bbb", epochs=1), mnist_300.train, mnist_300.valid, run_dir=run_dir,
+        progress=False)
+    with pytest.raises(CheckpointError, match="contexts"):
+        fit(tiny("bbb", epochs=2), mnist_300.train, mnist_300.valid, run_dir=run_dir,
+            resume=True, progress=False, ctx=[mx.cpu(0), mx.cpu(1)])
+
+
+def test_resume_where_the_kernels_are_missing_is_refused(mnist_300, tmp_path, monkeypatch):
+    import bbb_gluon.fused
+
+    run_dir = tmp_path / "run"
+    fit(tiny("bbb", epochs=1, engine="auto"), mnist_300.train, mnist_300.valid,
+        run_dir=run_dir, progress=False)
+    monkeypatch.setattr(bbb_gluon.fused, "available", lambda: False)
+    with pytest.raises(CheckpointError, match="engine 'fused'.*compiler"):
+        fit(tiny("bbb", epochs=2, engine="auto"), mnist_300.train, mnist_300.valid,
+            run_dir=run_dir, resume=True, progress=False)
