@@ -684,7 +684,6 @@ def _setting(value):
 
 def cmd_compare(args):
     """One line per run folder (settings, epochs, best validation error, test errors)."""
-    import numpy as np
 
     from .runs import SUMMARY_COLUMNS, summarize_run
     from .training import _atomic_write_text
@@ -698,7 +697,7 @@ def cmd_compare(args):
                                        dr[1]["best_valid_error"] or 0))
     run_dirs = [d for d, _ in dirs_rows]
     rows = [r for _, r in dirs_rows]
-    header = ("run", "model", "hidden", "prior", "weighting", "rho0", "lr", "epochs",
+    header = ("run", "model", "hidden", "prior", "weighting", "rho0", "optimizer", "lr", "epochs",
               "best", "valid", "test means", "test MC")
     table = [header]
     for r in rows:
@@ -711,12 +710,25 @@ def cmd_compare(args):
             prior = "-"
         epochs = f"{r['epochs_run']}/{r['epochs_planned']}"
         table.append((r["run"], r["model"], r["hidden"], prior, r["weighting"] or "-",
-                      _setting(r["rho_init"]), _setting(r["lr"]), epochs,
+                      _setting(r["rho_init"]),
+                      f"{r['optimizer']}" + ("/sum" if r["loss_reduction"] == "sum" else ""),
+                      _setting(r["lr"]), epochs,
                       str(r["best_epoch"] or "-"), _pct(r["best_valid_error"]),
                       _pct(r["test_error_means"]), _pct(r["test_error_mc"])))
-    widths = np.max([[len(c) for c in row] for row in table], axis=0)
-    for row in table:
-        print("  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip())
+    _print_table(table)
+    if args.at:
+        from .runs import curve_column, errors_at, read_history
+
+        table = [("run", "error", *[f"epoch {e}" for e in args.at], "last 10")]
+        for run_dir, r in zip(run_dirs, rows, strict=True):
+            history = read_history(run_dir)
+            column = curve_column(history)
+            values = errors_at(history, args.at, column) if column else [None] * len(args.at)
+            last10 = r["last10_test_error"] if column == "test_error" else None
+            table.append((r["run"], (column or "-").replace("_error", ""),
+                          *[_pct(v) for v in values], _pct(last10)))
+        print()
+        _print_table(table)
     if args.csv:
         lines = [",".join(SUMMARY_COLUMNS)]
         lines += [",".join("" if r[c] is None else str(r[c]) for c in SUMMARY_COLUMNS)
@@ -732,18 +744,33 @@ def cmd_compare(args):
         names = [r["run"] for r in rows]
         # Folders of one name in different places (runs/x, results/x) keep their paths.
         labels = names if len(set(names)) == len(names) else run_dirs
-        curves = {}
+        from .runs import curve_column
+
+        curves, kinds = {}, set()
         for run_dir, label in zip(run_dirs, labels, strict=True):
-            history = [h for h in read_history(run_dir) if h.get("valid_error") is not None]
-            if history:
-                curves[label] = ([h["epoch"] for h in history],
-                                 [h["valid_error"] for h in history])
+            history = read_history(run_dir)
+            column = curve_column(history)
+            if column:
+                kinds.add(column)
+                history = [h for h in history if h.get(column) is not None]
+                curves[label] = ([h["epoch"] for h in history], [h[column] for h in history])
         if not curves:
-            raise UsageError("--plot: no run has validation errors to draw")
-        plt.close(plotting.plot_validation_curves(curves, args.plot,
-                                                  title="Validation error (means)"))
+            raise UsageError("--plot: no run has validation or recorded test errors to draw")
+        title = {"valid_error": "Validation error (means)",
+                 "test_error": "Test error recorded during training (means)"}
+        plt.close(plotting.plot_validation_curves(
+            curves, args.plot, title=title[kinds.pop()] if len(kinds) == 1 else
+            "Validation error, or test error where a run has no validation split (means)"))
         print(f"wrote {args.plot}")
     return 0
+
+
+def _print_table(table):
+    import numpy as np
+
+    widths = np.max([[len(c) for c in row] for row in table], axis=0)
+    for row in table:
+        print("  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip())
 
 
 def cmd_weights(args):
@@ -857,7 +884,12 @@ def build_parser():
                    help="order: as given (none) or by best validation error (valid)")
     p.add_argument("--csv", default=None, help="also write every summary column to this CSV")
     p.add_argument("--plot", default=None,
-                   help="also draw the runs' validation error over epochs into this PNG")
+                   help="also draw the runs' error over epochs into this PNG (validation "
+                        "error, or the test error recorded with --monitor-test where a run "
+                        "has no validation split)")
+    p.add_argument("--at", default=None, type=_epoch_list,
+                   help="also print each run's error (as --plot draws it) at these epochs, "
+                        "e.g. 100,200,300,600")
     p.add_argument("--force", action="store_true",
                    help="overwrite an existing --csv or --plot file")
     p.set_defaults(func=cmd_compare)

@@ -18,13 +18,14 @@ import os
 import numpy as np
 
 __all__ = ["RunFolderError", "SUMMARY_COLUMNS", "read_run_config", "read_history",
-           "summarize_run", "run_weights"]
+           "summarize_run", "errors_at", "curve_column", "run_weights"]
 
-SUMMARY_COLUMNS = ("run", "dataset", "transform", "model", "hidden", "prior", "pi", "log_sigma1",
-                   "log_sigma2", "prior_sigma", "weighting", "rho_init", "lr", "samples",
-                   "epochs_run", "epochs_planned", "best_epoch", "best_valid_error",
-                   "last_valid_error", "median_seconds_per_epoch", "test_error_means",
-                   "test_error_mc", "test_samples")
+SUMMARY_COLUMNS = (
+    "run", "dataset", "transform", "model", "hidden", "prior", "pi", "log_sigma1",
+    "log_sigma2", "prior_sigma", "weighting", "rho_init", "optimizer", "loss_reduction", "lr",
+    "samples", "epochs_run", "epochs_planned", "best_epoch", "best_valid_error",
+    "last_valid_error", "median_seconds_per_epoch", "test_error_means", "test_error_mc",
+    "test_samples", "end_test_error_means", "end_test_error_mc", "last10_test_error")
 
 
 class RunFolderError(ValueError):
@@ -89,6 +90,21 @@ def read_history(run_dir):
     return rows
 
 
+def curve_column(history):
+    """The error a run's learning curve shows: ``"valid_error"`` where it has a validation
+    split, else ``"test_error"`` (recorded with ``--monitor-test``), else None."""
+    for column in ("valid_error", "test_error"):
+        if any(r.get(column) is not None for r in history):
+            return column
+    return None
+
+
+def errors_at(history, epochs, column):
+    """``column`` of ``history`` at each of ``epochs`` (1-based; None where not reached)."""
+    by_epoch = {int(r["epoch"]): r.get(column) for r in history}
+    return [by_epoch.get(int(e)) for e in epochs]
+
+
 def summarize_run(run_dir):
     """One row describing a run: its settings, how far it got and its errors.
 
@@ -113,6 +129,8 @@ def summarize_run(run_dir):
              if r.get("valid_error") is not None]
     best_error, best_epoch = min(valid) if valid else (None, None)  # ties: the earliest
     seconds = [r["seconds"] for r in history if r.get("seconds") is not None]
+    end = metrics.get("end_of_training") or {}
+    monitored = [r["test_error"] for r in history if r.get("test_error") is not None]
     bbb = train.get("model") == "bbb"
     prior = train.get("prior") or {}
     kind = prior.get("kind") if bbb else None
@@ -134,6 +152,8 @@ def summarize_run(run_dir):
         "prior_sigma": prior.get("sigma") if kind == "gaussian" else None,
         "weighting": train.get("weighting") if bbb else None,
         "rho_init": train.get("rho_init") if bbb else None,
+        "optimizer": train.get("optimizer"),
+        "loss_reduction": train.get("loss_reduction", "mean"),
         "lr": train.get("lr"),
         "samples": train.get("samples") if bbb else None,
         "epochs_run": int(history[-1]["epoch"]),
@@ -145,6 +165,12 @@ def summarize_run(run_dir):
         "test_error_means": metrics.get("test_error_means"),
         "test_error_mc": metrics.get("test_error_mc"),
         "test_samples": metrics.get("test_samples"),
+        "end_test_error_means": end.get("test_error_means"),
+        "end_test_error_mc": end.get("test_error_mc"),
+        # The measure of the reproduction that reported 1.31%: the mean over the last ten
+        # epochs of the test error recorded during training (means).
+        "last10_test_error": float(np.mean(monitored[-10:])) if len(monitored) >= 10
+        else None,
     }
 
 

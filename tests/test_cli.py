@@ -448,9 +448,22 @@ def test_recipe_paper_sets_its_options_and_given_options_win(data_root, tmp_path
     history = json.loads((out / "history.json").read_text())
     assert "valid_error" not in history[-1]
     assert history[-1]["test_error"] == metrics["test_error_means"]
-    status, stdout, stderr = run_in_process(["compare", str(out)])
+    plot = out.parent / "curves.png"
+    status, stdout, stderr = run_in_process(["compare", str(out), "--at", "1,2,5", "--plot",
+                                             str(plot)])
     assert status == 0, stderr
-    assert "-3.5..-3" in stdout
+    assert "-3.5..-3" in stdout and "sgd/sum" in stdout
+    # The error at the asked epochs: the recorded test error (no validation split here).
+    row = [line.split() for line in stdout.splitlines() if line.startswith("recipe")][-1]
+    assert row[1:] == ["test", f"{100 * history[0]['test_error']:.2f}%",
+                       f"{100 * history[1]['test_error']:.2f}%", "-", "-"]
+    assert plot.read_bytes().startswith(PNG_SIGNATURE)
+    from bbb_gluon.runs import summarize_run
+
+    summary = summarize_run(out)
+    assert summary["end_test_error_means"] == metrics["end_of_training"]["test_error_means"]
+    assert summary["optimizer"] == "sgd" and summary["loss_reduction"] == "sum"
+    assert summary["last10_test_error"] is None  # fewer than ten epochs recorded
 
 
 def test_recipe_cannot_change_a_resumed_run(run_copy):

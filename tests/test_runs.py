@@ -237,3 +237,23 @@ def test_weights_command_writes_the_figure(runs, tmp_path, capsys):
         assert message in err.lower(), err
     assert png.read_bytes() == before
     assert not (tmp_path / "w2.png").exists()
+
+
+def test_last10_and_errors_at_from_a_hand_written_history(tmp_path):
+    from bbb_gluon.runs import curve_column, errors_at, read_history
+
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "config.json").write_text(json.dumps({
+        "train": {"model": "bbb", "hidden": [8], "optimizer": "sgd", "lr": 1e-3,
+                  "loss_reduction": "sum", "epochs": 12},
+        "data": {"dataset": "mnist", "transform": "126"}}))
+    errors = [0.1 - 0.005 * e for e in range(12)]
+    lines = ["epoch,cost,test_error"] + [f"{e + 1},1.0,{v!r}" for e, v in enumerate(errors)]
+    (run / "history.csv").write_text("\n".join(lines) + "\n")
+    summary = summarize_run(run)
+    assert summary["last10_test_error"] == pytest.approx(np.mean(errors[-10:]))
+    assert summary["best_valid_error"] is None and summary["loss_reduction"] == "sum"
+    history = read_history(run)
+    assert curve_column(history) == "test_error"
+    assert errors_at(history, [1, 12, 13], "test_error") == [errors[0], errors[11], None]
