@@ -239,15 +239,9 @@ def _config_from_args(args):
 
 def cmd_train(args):
     from . import data, plotting
+    from ._files import atomic_write_text
     from .prediction import error_rate, predict_proba
-    from .training import (
-        TrainConfig,
-        TrainingDiverged,
-        TrainingInterrupted,
-        _atomic_write_text,
-        fit,
-        load_run,
-    )
+    from .training import TrainConfig, TrainingDiverged, TrainingInterrupted, fit, load_run
 
     if args.test_samples < 0:
         raise UsageError(f"--test-samples must be >= 0, got {args.test_samples}")
@@ -327,7 +321,7 @@ def cmd_train(args):
                "end_of_training": end}
     if has_valid:
         metrics["best_valid_error"] = min(r["valid_error"] for r in history)
-    _atomic_write_text(os.path.join(out, "metrics.json"), json.dumps(metrics, indent=1))
+    atomic_write_text(os.path.join(out, "metrics.json"), json.dumps(metrics, indent=1))
     plotting.plot_learning_curve(history, os.path.join(out, "learning_curve.png"),
                                  title=f"{splits.name} {config.model} {config.hidden}")
     line = f"test error {100 * metrics['test_error_means']:.2f}% with the means"
@@ -451,8 +445,9 @@ def cmd_evaluate(args):
     import matplotlib.pyplot as plt
 
     from . import data, metrics, plotting
+    from ._files import atomic_write_text
     from .prediction import error_rate, predict_proba, uncertainty
-    from .training import _atomic_write_text, load_run
+    from .training import load_run
 
     if args.samples < 1:
         raise UsageError(f"--samples must be >= 1, got {args.samples}")
@@ -561,7 +556,7 @@ def cmd_evaluate(args):
     for fig in figs:
         plt.close(fig)
     result["plots"] = {k: os.path.basename(v) for k, v in plots.items()}
-    _atomic_write_text(out_json, json.dumps(_json_safe(result), indent=1) + "\n")
+    atomic_write_text(out_json, json.dumps(_json_safe(result), indent=1) + "\n")
 
     pct = 100.0
     line = f"test error {pct * result['test_error_means']:.2f}% with the means"
@@ -602,6 +597,7 @@ def cmd_prune(args):
     import numpy as np
 
     from . import plotting
+    from ._files import atomic_write_text
     from .pruning import (
         evaluate_pruning,
         export_pruned,
@@ -609,7 +605,7 @@ def cmd_prune(args):
         thresholds,
         weight_statistics,
     )
-    from .training import _atomic_write_text, load_run
+    from .training import load_run
 
     fractions = _parse_fractions(args.fractions)
     run_dir = args.run_dir
@@ -639,7 +635,7 @@ def cmd_prune(args):
     lines = ["fraction,weights_left,error_by_snr,error_by_abs_mu"]
     lines += [f"{r['fraction']!r},{r['weights_left']},{r['error_by_snr']!r},"
               f"{r['error_by_abs_mu']!r}" for r in table]
-    _atomic_write_text(csv_path, "\n".join(lines) + "\n")
+    atomic_write_text(csv_path, "\n".join(lines) + "\n")
     print(f"{splits.name} test error ({len(yt)} images) with the means, lowest weights "
           "removed:")
     print(f"{'removed':>8}  {'weights left':>12}  {'by |mu|/sigma':>13}  {'by |mu|':>8}")
@@ -654,7 +650,7 @@ def cmd_prune(args):
           f"({info['bytes'] / info['dense_bytes']:.3f}x)")
 
     stats = weight_statistics(posterior, ctx)
-    _atomic_write_text(stats_path, json.dumps(stats, indent=1) + "\n")
+    atomic_write_text(stats_path, json.dumps(stats, indent=1) + "\n")
     print("sigma against |mu| (best checkpoint), per weight array:")
     for r in stats:
         print(f"  {r['key']:>10}: {r['count']:>9,} weights, median |mu| {r['median_abs_mu']:.4f}, "
@@ -685,8 +681,8 @@ def _setting(value):
 def cmd_compare(args):
     """One line per run folder (settings, epochs, best validation error, test errors)."""
 
+    from ._files import atomic_write_text
     from .runs import SUMMARY_COLUMNS, summarize_run
-    from .training import _atomic_write_text
 
     _refuse_to_overwrite(args, [p for p in (args.csv, args.plot) if p])
     if args.plot and not args.plot.lower().endswith(".png"):
@@ -733,7 +729,7 @@ def cmd_compare(args):
         lines = [",".join(SUMMARY_COLUMNS)]
         lines += [",".join("" if r[c] is None else str(r[c]) for c in SUMMARY_COLUMNS)
                   for r in rows]
-        _atomic_write_text(args.csv, "\n".join(lines) + "\n")
+        atomic_write_text(args.csv, "\n".join(lines) + "\n")
         print(f"wrote {args.csv}")
     if args.plot:
         import matplotlib.pyplot as plt

@@ -26,14 +26,13 @@ import mxnet as mx
 from mxnet.gluon.loss import Loss, _apply_weighting
 
 from . import ops
-from .priors import Prior
+from .priors import HALF_LOG_2PI, Prior
 
 __all__ = ["BBBLoss", "complexity_weight", "blundell_weights", "complexity_cost",
            "LIKELIHOODS", "WEIGHTINGS"]
 
 LIKELIHOODS = ("softmax", "bernoulli", "gaussian")
 WEIGHTINGS = ("uniform", "blundell")
-_HALF_LOG_2PI = 0.5 * math.log(2.0 * math.pi)
 
 
 def complexity_weight(weighting, batch_index, num_batches):
@@ -286,12 +285,12 @@ class BBBLoss(Loss):
                 sigma_n = self.noise_sigma
                 log_sigma_n = math.log(sigma_n)
                 sq = F.square(pred - label) * (0.5 / sigma_n**2)
-                nll = F.sum(sq, axis=-1) + pred.shape[-1] * (log_sigma_n + _HALF_LOG_2PI)
+                nll = F.sum(sq, axis=-1) + pred.shape[-1] * (log_sigma_n + HALF_LOG_2PI)
             else:
                 sigma_n = ops.softplus(noise_rho, F)
                 sq = F.broadcast_div(F.square(pred - label), 2 * F.square(sigma_n))
                 nll = F.sum(sq, axis=-1) + F.broadcast_mul(
-                    F.log(sigma_n) + _HALF_LOG_2PI, F.ones_like(sq).sum(axis=-1))
+                    F.log(sigma_n) + HALF_LOG_2PI, F.ones_like(sq).sum(axis=-1))
         # The global weight scales the whole cost, complexity included.
         return _apply_weighting(F, F.broadcast_add(nll, complexity_share), self._weight, None)
 

@@ -16,12 +16,9 @@ References
 .. [1] C. Blundell et al. "Weight Uncertainty in Neural Networks". ICML 2015.
 """
 
-import json
 import math
 import numbers
-import os
 import re
-import tempfile
 from dataclasses import dataclass
 
 import mxnet as mx
@@ -30,7 +27,9 @@ from mxnet import autograd, gluon
 from mxnet.gluon import nn
 
 from . import ops
+from ._files import array_json, atomic_nd_save, json_array, read_nd_file
 from .noise import NoiseSource
+from .priors import HALF_LOG_2PI
 
 __all__ = ["Posterior", "WeightSample", "PosteriorMismatchError", "bayesian_parameters",
            "BAYESIAN_LAYERS"]
@@ -39,7 +38,6 @@ __all__ = ["Posterior", "WeightSample", "PosteriorMismatchError", "bayesian_para
 BAYESIAN_LAYERS = (nn.Dense, nn.Conv1D, nn.Conv2D, nn.Conv3D, nn.Conv1DTranspose,
                    nn.Conv2DTranspose, nn.Conv3DTranspose)
 
-_HALF_LOG_2PI = 0.5 * math.log(2.0 * math.pi)
 
 
 class PosteriorMismatchError(ValueError):
@@ -324,7 +322,7 @@ class Posterior:
         total = ops.total(log_sigmas[0])
         for ls in log_sigmas[1:]:
             total = total + ops.total(ls)
-        return -total - 0.5 * sample.eps_sq - self.num_weights * _HALF_LOG_2PI
+        return -total - 0.5 * sample.eps_sq - self.num_weights * HALF_LOG_2PI
 
     # --- the network -------------------------------------------------------------
     def check_net(self, net):
@@ -389,8 +387,7 @@ class Posterior:
             arrays[f"{key}|rho"] = rho.data(self.contexts[0])
         layout = {"keys": self.keys, "shapes": [list(s) for s in self.shapes],
                   "seed": self.seed, "format": "bbb_gluon.posterior/1"}
-        arrays["__layout__"] = mx.nd.array(np.frombuffer(json.dumps(layout).encode(), np.uint8),
-                                           dtype="uint8")
+        arrays["__layout__"] = json_array(layout)
         atomic_nd_save(path, arrays)
 
     def load(self, path):
@@ -398,7 +395,7 @@ class Posterior:
         arrays = read_nd_file(path)
         if "__layout__" not in arrays:
             raise PosteriorMismatchError(f"{path} is not a bbb_gluon posterior file")
-        layout = json.loads(bytes(arrays.pop("__layout__").asnumpy().tobytes()).decode())
+        layout = array_json(arrays.pop("__layout__"))
         theirs = {k: tuple(s) for k, s in zip(layout["keys"], layout["shapes"], strict=True)}
         mine = dict(zip(self.keys, self.shapes, strict=True))
         if mine != theirs:
@@ -433,45 +430,3 @@ def _describe_mismatch(a, b, name_a, name_b):
     if shapes:
         parts.append(f"shapes differ ({name_a} vs {name_b}): {shapes}")
     return f"the {name_a} does not match the {name_b}: " + "; ".join(parts)
-
-
-def atomic_nd_save(path, arrays):
-    """``nd.save`` to a temporary file in the same folder, then rename over ``path``.
-
-    A crash or Ctrl-C mid-write leaves the previous file intact.
-    """
-    path = os.fspath(path)
-    folder = os.path.dirname(os.path.abspath(path))
-    fd, tmp = tempfile.mkstemp(prefix=".tmp-", suffix=".params", dir=folder)
-    os.close(fd)
-    try:
-        readable_like_open(tmp)
-        mx.nd.save(tmp, arrays)
-        with open(tmp, "rb") as f:
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.remove(tmp)
-        raise
-
-
-def readable_like_open(path):
-    """Give a temporary file the permissions ``open()`` would (mkstemp makes them 0600)."""
-    umask = os.umask(0)
-    os.umask(umask)
-    os.chmod(path, 0o666 & ~umask)
-
-
-def read_nd_file(path):
-    """``nd.load`` with a clear error for a missing or corrupt file."""
-    path = os.fspath(path)
-    if not os.path.isfile(path):
-        raise FileNotFoundError(f"no such file: {path}")
-    try:
-        arrays = mx.nd.load(path)
-    except mx.base.MXNetError:
-        raise ValueError(f"{path} is corrupt or not an MXNet parameter file") from None
-    if not isinstance(arrays, dict):
-        raise ValueError(f"{path} holds no named arrays")
-    return arrays

@@ -18,7 +18,7 @@ from . import ops
 
 __all__ = ["Prior", "GaussianPrior", "ScaleMixturePrior", "make_prior"]
 
-_HALF_LOG_2PI = 0.5 * math.log(2.0 * math.pi)
+HALF_LOG_2PI = 0.5 * math.log(2.0 * math.pi)
 _E_MINUS_6 = math.exp(-6.0)
 
 
@@ -73,7 +73,7 @@ class GaussianPrior(Prior):
         return {"kind": "gaussian", "sigma": self.sigma}
 
     def log_prob(self, w, F=mx.nd):
-        const = -w.size * (_HALF_LOG_2PI + math.log(self.sigma))
+        const = -w.size * (HALF_LOG_2PI + math.log(self.sigma))
         return ops.sum_of_squares(w, F) * (-0.5 / self.sigma**2) + const
 
     def kl(self, mu, sigma, log_sigma=None, F=mx.nd):
@@ -146,7 +146,7 @@ class ScaleMixturePrior(Prior):
                 f"sigma1 must be larger than sigma2 (sigma1 is the wide component), "
                 f"got sigma1={sigma1!r}, sigma2={sigma2!r}"
             )
-        self._wide_const = math.log(self.pi) - math.log(self.sigma1) - _HALF_LOG_2PI
+        self._wide_const = math.log(self.pi) - math.log(self.sigma1) - HALF_LOG_2PI
         self._wide_coef = 0.5 / self.sigma1**2
         # b - a = c - k w^2
         self._c = math.log1p(-self.pi) - math.log(self.pi) + math.log(self.sigma1 / self.sigma2)

@@ -27,7 +27,6 @@ References
 .. [1] C. Blundell et al. "Weight Uncertainty in Neural Networks". ICML 2015.
 """
 
-import json
 import math
 import os
 import tempfile
@@ -35,7 +34,8 @@ import tempfile
 import mxnet as mx
 import numpy as np
 
-from .posterior import PosteriorMismatchError, atomic_nd_save, bayesian_parameters, read_nd_file
+from ._files import array_json, atomic_nd_save, json_array, read_nd_file
+from .posterior import PosteriorMismatchError, bayesian_parameters
 from .prediction import error_rate, predict_proba
 from .sampling import use_weights
 
@@ -261,10 +261,6 @@ def _layout(posterior, fraction, by, weights_left):
                                    if k in prunable_keys(posterior)))}
 
 
-def _layout_array(layout):
-    return mx.nd.array(np.frombuffer(json.dumps(layout).encode(), np.uint8), dtype="uint8")
-
-
 def export_pruned(path, posterior, fraction, by="snr", ctx=None):
     """Save the pruned means with weight matrices in sparse CSR storage (``mx.nd.save``).
 
@@ -299,7 +295,7 @@ def export_pruned(path, posterior, fraction, by="snr", ctx=None):
                                                           strict=True)}
     sparse = {k: (w.tostype("csr") if k in masks and w.ndim == 2 else w)
               for k, w in dense.items()}
-    sparse["__layout__"] = dense["__layout__"] = _layout_array(layout)
+    sparse["__layout__"] = dense["__layout__"] = json_array(layout)
     path = os.fspath(path)
     atomic_nd_save(path, sparse)
     fd, tmp = tempfile.mkstemp(prefix=".tmp-dense-", suffix=".params",
@@ -340,7 +336,7 @@ def load_pruned(path, net):
     """
     arrays = read_nd_file(path)
     try:
-        layout = json.loads(bytes(arrays.pop("__layout__").asnumpy().tobytes()).decode())
+        layout = array_json(arrays.pop("__layout__"))
         if layout.get("format") != _FORMAT:
             raise ValueError
     except (KeyError, ValueError, UnicodeDecodeError):

@@ -32,15 +32,17 @@ from mxnet import autograd, gluon
 from mxnet.gluon import nn
 from tqdm.auto import tqdm
 
-from .data import ArrayLoader
-from .posterior import (
-    Posterior,
-    PosteriorMismatchError,
+from ._files import (
+    array_bytes,
+    array_json,
     atomic_nd_save,
-    check_rho_init,
+    atomic_write_text,
+    bytes_array,
+    json_array,
     read_nd_file,
-    readable_like_open,
 )
+from .data import ArrayLoader
+from .posterior import Posterior, PosteriorMismatchError, check_rho_init
 from .prediction import error_rate, predict_proba
 from .priors import make_prior
 from .step import BBBStep
@@ -324,27 +326,13 @@ def _check_arrays(name, X, y, config):
     return X.astype(np.float32, copy=False), y.astype(np.int32, copy=False)
 
 
-def _atomic_write_text(path, text):
-    folder = os.path.dirname(os.path.abspath(path))
-    fd, tmp = tempfile.mkstemp(prefix=".tmp-", dir=folder)
-    try:
-        readable_like_open(tmp)
-        with os.fdopen(fd, "w") as f:
-            f.write(text)
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.remove(tmp)
-        raise
-
-
 def _write_history(run_dir, history):
-    _atomic_write_text(os.path.join(run_dir, "history.json"), json.dumps(history, indent=1))
+    atomic_write_text(os.path.join(run_dir, "history.json"), json.dumps(history, indent=1))
     if not history:
         return
     cols = list(history[0])
     lines = [",".join(cols)] + [",".join(_fmt(row.get(c)) for c in cols) for row in history]
-    _atomic_write_text(os.path.join(run_dir, "history.csv"), "\n".join(lines) + "\n")
+    atomic_write_text(os.path.join(run_dir, "history.csv"), "\n".join(lines) + "\n")
 
 
 def _fmt(v):
@@ -353,14 +341,6 @@ def _fmt(v):
     if isinstance(v, float):
         return repr(v)
     return str(v)
-
-
-def _bytes_array(b):
-    return mx.nd.array(np.frombuffer(b, dtype=np.uint8), dtype="uint8")
-
-
-def _array_bytes(a):
-    return a.asnumpy().astype(np.uint8).tobytes()
 
 
 def _model_arrays(net, posterior):
@@ -393,14 +373,14 @@ def _set_model_arrays(arrays, net, posterior, path):
 
 def _save_checkpoint(path, net, posterior, trainer, meta):
     arrays = dict(_model_arrays(net, posterior))
-    arrays["__meta__"] = _bytes_array(json.dumps(meta).encode())
+    arrays["__meta__"] = json_array(meta)
     if trainer is not None:
         fd, tmp = tempfile.mkstemp(prefix=".tmp-states-")
         os.close(fd)
         try:
             trainer.save_states(tmp)
             with open(tmp, "rb") as f:
-                arrays["__trainer__"] = _bytes_array(f.read())
+                arrays["__trainer__"] = bytes_array(f.read())
         finally:
             os.remove(tmp)
     atomic_nd_save(path, arrays)
@@ -409,7 +389,7 @@ def _save_checkpoint(path, net, posterior, trainer, meta):
 def _read_checkpoint(path):
     try:
         arrays = read_nd_file(path)
-        meta = json.loads(_array_bytes(arrays.pop("__meta__")).decode())
+        meta = array_json(arrays.pop("__meta__"))
         trainer_blob = arrays.pop("__trainer__", None)
     except FileNotFoundError:
         raise CheckpointError(f"no checkpoint at {path}") from None
@@ -417,7 +397,7 @@ def _read_checkpoint(path):
         raise CheckpointError(f"{path} is corrupt or not a bbb_gluon checkpoint") from None
     if meta.get("format") != _FORMAT:
         raise CheckpointError(f"{path} is not a bbb_gluon checkpoint")
-    meta["trainer_states"] = None if trainer_blob is None else _array_bytes(trainer_blob)
+    meta["trainer_states"] = None if trainer_blob is None else array_bytes(trainer_blob)
     return arrays, meta
 
 
@@ -614,7 +594,7 @@ def fit(config, train, valid=None, run_dir=None, ctx=None, resume=False, progres
         history, best = meta["history"], meta["best"]
         start_epoch, start_batch, partial = meta["epoch"], meta["batch"], meta.get("partial")
     if run_dir is not None:
-        _atomic_write_text(os.path.join(run_dir, "config.json"),
+        atomic_write_text(os.path.join(run_dir, "config.json"),
                            json.dumps({"train": config.to_dict(), **(extra_config or {})},
                                       indent=1))
 

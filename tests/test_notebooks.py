@@ -1,0 +1,269 @@
+"""The committed notebooks, read as JSON (nothing is executed).
+
+Each notebook ends with a summary of the numbers its full run measured. Every such number
+(one written with a decimal point or a % sign, outside LaTeX and inline code) must appear in
+the committed text outputs of that notebook's code cells, allowing for equivalent formatting
+(1.84% against 0.0184, 2.34 s against 2343.2 ms, 1.39 million against 1,385,693) and for
+rounding to the summary's number of decimals. The exceptions are listed below, each with its
+reason. And every notebook must check its own training in a cell that nbval compares.
+"""
+
+import ast
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+NOTEBOOK_DIR = Path(__file__).resolve().parent.parent / "notebooks"
+NOTEBOOKS = sorted(p.stem for p in NOTEBOOK_DIR.glob("*.ipynb"))
+
+# Summary numbers that no output prints, per notebook: the number as written -> why.
+NOT_FROM_OUTPUTS = {
+    "01_bbb_from_scratch": {
+        "1.36%": "the paper's test error, quoted for comparison",
+    },
+    "02_bbb_with_gluon": {
+        "0.049": "the starting sigma, softplus(-3): a setting",
+        "0.05": "the paper's loss at 95% removed (Table 2), quoted for comparison",
+        "0.095": "the learned sigma of one weight shown: printed in the figure's legend "
+                 "(an image output of the committed notebook), which the text names",
+        "0.0995": "the same figure legend's other weight",
+    },
+    "03_comparing_plain_and_dropout": {},
+    "04_pruning": {
+        "0.1": "an upper bound ('less than 0.1 points' up to 75% removed), not a measurement",
+    },
+    "05_uncertainty": {
+        "0.5": "the dropout probability: a setting",
+        "1.36%": "the paper's test error (Table 1), quoted for comparison",
+        "1.83%": "the paper's test error (Table 1), quoted for comparison",
+    },
+    "06_toy_problems": {
+        "0.2": "the noise of the half-moons: a setting",
+        "0.01": "the learning rate: a setting",
+        "95.8%": "the PyMC3 ADVI example's accuracy, quoted for comparison",
+        "6.75": "the PyMC3 tutorial's timing, quoted for comparison",
+    },
+    "07_fashion_mnist": {
+    },
+}
+
+# Summary numbers that are differences of two numbers in the outputs, in points of error:
+# the number as written -> (larger, smaller), each of which must itself be in the outputs.
+DIFFERENCES = {
+    "03_comparing_plain_and_dropout": {
+        "0.3": ("2.14", "1.84"),    # Bayes by Backprop (means) behind the plain network
+    },
+    "04_pruning": {
+        "0.9": ("2.14", "1.24"),    # ours before pruning against the paper's
+        "0.66": ("2.80", "2.14"),   # cost of removing 95%
+        "0.05": ("1.29", "1.24"),   # the paper's cost of removing 95%
+        "1.97": ("4.11", "2.14"),   # cost of removing 98%
+        "0.15": ("1.39", "1.24"),   # the paper's cost of removing 98%
+    },
+    "07_fashion_mnist": {
+        "0.9": ("14.09", "13.20"),  # 2x400 (better of means and MC) against the earlier notebook
+        "1.9": ("14.71", "12.81"),  # 2x800
+        "2.6": ("14.09", "11.52"),  # 2x400 Bayes by Backprop against the plain 2x400
+    },
+}
+
+CHECK_MARK = "# NBVAL_CHECK_OUTPUT"
+
+_NUMBER = r"(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?"
+_SUPERSCRIPTS = str.maketrans("⁰¹²³⁴⁵⁶⁷⁸⁹", "0123456789")
+# A number in a summary, with what may follow it: %, a scale, or a unit of time.
+_SUMMARY_NUMBER = re.compile(
+    rf"(?<![\w.,])(?P<num>{_NUMBER})(?![\w])"
+    r"(?P<after>\s*(?:%|million\b|·10[⁰¹²³⁴⁵⁶⁷⁸⁹]+|ms\b|s\b))?"
+)
+# "1.39 to 1.30 million": the scale after a range is the first number's too.
+_RANGE_SCALE = re.compile(rf"\s*(?:to|-|–)\s*{_NUMBER}\s*million\b")
+# A number in an output, with an optional exponent and an optional unit or suffix.
+_OUTPUT_NUMBER = re.compile(
+    rf"(?<![\w.])(?P<num>{_NUMBER}(?:[eE][+-]?\d+)?)(?P<unit>%|m(?![\w])|k(?![\w])|\s*ms\b)?"
+)
+
+
+def _load(name):
+    return json.loads((NOTEBOOK_DIR / f"{name}.ipynb").read_text(encoding="utf-8"))
+
+
+def _source(cell):
+    return "".join(cell["source"])
+
+
+def _summary(nb):
+    """The text of the summary cell(s), up to the next heading (the exercises)."""
+    parts = []
+    for cell in nb["cells"]:
+        text = _source(cell)
+        if cell["cell_type"] == "markdown" and text.lstrip().startswith("## Summary"):
+            parts.append(re.split(r"\n##\s", text.lstrip()[len("## Summary"):])[0])
+    return "\n".join(parts)
+
+
+def _output_text(nb):
+    """All text the code cells printed: streams and text/plain data."""
+    texts = []
+    for cell in nb["cells"]:
+        if cell["cell_type"] != "code":
+            continue
+        for out in cell.get("outputs", []):
+            if out["output_type"] == "stream":
+                texts.append("".join(out["text"]))
+            elif "text/plain" in out.get("data", {}):
+                texts.append("".join(out["data"]["text/plain"]))
+    return "\n".join(texts)
+
+
+def summary_numbers(text):
+    """(as written, value, decimals, percent, scale, unit) for each number with a decimal
+    point or a % sign, outside $...$ math and `code`."""
+    text = re.sub(r"\$\$.*?\$\$|\$[^$]*\$|`[^`]*`", " ", text, flags=re.S)
+    numbers = []
+    for m in _SUMMARY_NUMBER.finditer(text):
+        num, after = m["num"], (m["after"] or "").strip()
+        if not after and _RANGE_SCALE.match(text, m.end()):
+            after = "million"
+        percent = after == "%"
+        if "." not in num and not percent:
+            continue
+        scale, unit = 1.0, None
+        if after.endswith("million"):
+            scale = 1e6
+        elif after.startswith("·10"):
+            scale = 10.0 ** int(after[3:].translate(_SUPERSCRIPTS))
+        elif after in ("s", "ms"):
+            unit = after
+        decimals = len(num.split(".")[1]) if "." in num else 0
+        written = num + ("%" if percent else "")
+        numbers.append((written, float(num.replace(",", "")), decimals, percent, scale, unit))
+    return numbers
+
+
+def output_numbers(text):
+    """Every number in the outputs as (absolute value, unit), with 2.4m read as 2.4e6."""
+    numbers = []
+    for m in _OUTPUT_NUMBER.finditer(text):
+        value = abs(float(m["num"].replace(",", "")))
+        unit = (m["unit"] or "").strip()
+        value *= {"m": 1e6, "k": 1e3}.get(unit, 1.0)
+        numbers.append((value, unit))
+    return numbers
+
+
+def _close(value, target, decimals):
+    return abs(value - target) <= 0.5 * 10.0 ** -decimals + 1e-9 * max(1.0, abs(target))
+
+
+def found(number, outputs):
+    """Whether a summary number is an output number, formatted or rounded differently."""
+    _, value, decimals, percent, scale, unit = number
+    for out, out_unit in outputs:
+        candidates = [out]
+        if percent and out_unit != "%":
+            candidates.append(100 * out)          # 1.84% printed as 0.0184
+        if unit == "s" and out_unit == "ms":
+            candidates.append(out / 1000)         # 2.34 s printed as 2343.2 ms
+        if any(_close(c / scale, value, decimals) for c in candidates):
+            return True
+    return False
+
+
+def _as_number(written):
+    return summary_numbers(written)[0]
+
+
+@pytest.fixture(scope="module", params=NOTEBOOKS)
+def notebook(request):
+    return request.param, _load(request.param)
+
+
+def test_notebooks_found():
+    assert len(NOTEBOOKS) == 7, NOTEBOOKS
+    assert set(NOT_FROM_OUTPUTS) == set(NOTEBOOKS)
+
+
+def test_summary_numbers_are_in_the_outputs(notebook):
+    name, nb = notebook
+    summary = _summary(nb)
+    assert summary, f"{name}: no '## Summary' cell"
+    numbers = summary_numbers(summary)
+    assert len(numbers) >= 5, f"{name}: only {numbers} found in the summary"
+    outputs = output_numbers(_output_text(nb))
+    exempt = set(NOT_FROM_OUTPUTS[name]) | set(DIFFERENCES.get(name, {}))
+    missing = [n[0] for n in numbers if n[0] not in exempt and not found(n, outputs)]
+    assert not missing, f"{name}: summary numbers not in any output: {missing}"
+
+
+def test_differences_are_of_output_numbers(notebook):
+    name, nb = notebook
+    outputs = output_numbers(_output_text(nb))
+    for written, (a, b) in DIFFERENCES.get(name, {}).items():
+        for operand in (a, b):
+            assert found(_as_number(operand + "%"), outputs), f"{name}: {operand} not in outputs"
+        _, value, decimals, *_ = _as_number(written)
+        assert _close(float(a) - float(b), value, decimals), f"{name}: {written} != {a} - {b}"
+
+
+def test_exceptions_are_still_in_the_summary(notebook):
+    """An exception whose number left the summary must leave the lists too."""
+    name, nb = notebook
+    written = {n[0] for n in summary_numbers(_summary(nb))}
+    stale = (set(NOT_FROM_OUTPUTS[name]) | set(DIFFERENCES.get(name, {}))) - written
+    assert not stale, f"{name}: listed but not in the summary: {sorted(stale)}"
+
+
+def test_each_notebook_asserts_in_a_checked_cell(notebook):
+    name, nb = notebook
+    checked = [c for c in nb["cells"] if c["cell_type"] == "code" and CHECK_MARK in _source(c)]
+    asserting = [c for c in checked
+                 if any(isinstance(node, ast.Assert) for node in ast.walk(ast.parse(_source(c))))]
+    assert asserting, f"{name}: no checked cell with an assert statement"
+    for cell in asserting:
+        # nbval compares what the cell printed: one fixed line, committed as such.
+        outputs = cell["outputs"]
+        assert cell["execution_count"] is not None, f"{name}: {cell['id']} has no count"
+        assert len(outputs) == 1 and outputs[0]["output_type"] == "stream", name
+        assert outputs[0]["name"] == "stdout", name
+        text = "".join(outputs[0]["text"])
+        assert text.endswith("\n") and text.count("\n") == 1, f"{name}: {text!r}"
+        assert not re.search(r"\d", text), f"{name}: the check prints numbers: {text!r}"
+
+
+def test_notebooks_import_only_public_names(notebook):
+    name, nb = notebook
+    for cell in nb["cells"]:
+        if cell["cell_type"] != "code":
+            continue
+        tree = ast.parse(_source(cell))
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("bbb_gluon"):
+                private = [a.name for a in node.names if a.name.startswith("_")]
+                private += [p for p in node.module.split(".") if p.startswith("_")]
+                assert not private, f"{name}: imports {private} from {node.module}"
+            elif isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name):
+                if node.value.id in ("bbb", "bbb_gluon") and node.attr.startswith("_"):
+                    raise AssertionError(f"{name}: uses {node.value.id}.{node.attr}")
+
+
+@pytest.mark.parametrize("written, output, expected", [
+    ("1.84%", "best 1.84% (epoch 27)", True),
+    ("1.84%", "error 0.0184", True),
+    ("1.84%", "error 1.85%", False),
+    ("0.41", "max 0.409", True),
+    ("0.225", "0.2245", True),
+    ("2.34 s", "2343.2 ms", True),
+    ("2.34 s", "2343.2", False),
+    ("1.39 to 1.30 million", "1,385,693 and 1,296,792", True),
+    ("9.13·10⁵", "9.134e+05", True),
+    ("2.4 million", "(2.4m)", True),
+    ("−16.8", "[-16.8  -9.4]", True),
+])
+def test_matching_rules(written, output, expected):
+    numbers = summary_numbers(written)
+    outputs = output_numbers(output)
+    assert numbers
+    assert all(found(n, outputs) for n in numbers) == expected
