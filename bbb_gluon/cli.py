@@ -444,9 +444,9 @@ def cmd_evaluate(args):
     """Test error, calibration, and OOD detection of a trained run."""
     import matplotlib.pyplot as plt
 
-    from . import data, metrics, plotting
+    from . import data, plotting
     from ._files import atomic_write_text
-    from .prediction import error_rate, predict_proba, uncertainty
+    from .evaluation import evaluate_model
     from .training import load_run
 
     if args.samples < 1:
@@ -484,63 +484,24 @@ def cmd_evaluate(args):
         X_ood = splits.transform(images[:len(yt)])
 
     kind = config.model
-    lik = config.likelihood
-    samples = args.samples if kind != "plain" else None
-
-    def predictive(X):
-        if kind == "bbb":
-            return uncertainty(net, posterior, X, args.samples, ctx=ctx, likelihood=lik)
-        return uncertainty(net, None, X, args.samples, ctx=ctx, likelihood=lik,
-                           mc_dropout=kind == "dropout")
-
     t0 = time.perf_counter()
-    probs_means = predict_proba(net, Xt, posterior, 0, ctx=ctx, likelihood=lik)
-    u_in = predictive(Xt)
-    probs = u_in["probs"]
-    reliability = metrics.reliability_data(probs, yt, args.bins)
-    summary = metrics.calibration_summary(probs, yt, args.bins)
-    result = {
-        "run_dir": os.path.abspath(run_dir), "dataset": splits.name, "model": kind,
-        "hidden": list(config.hidden), "checkpoint": "best",
-        "best_epoch": meta.get("best", {}).get("epoch"), "num_test": int(len(yt)),
-        "predictive": {"bbb": "Monte-Carlo over weight samples", "dropout": "MC dropout",
-                       "plain": "softmax"}[kind],
-        "samples": samples,
-        "test_error_means": error_rate(probs_means, yt),
-        "test_error_mc": summary["error"] if kind != "plain" else None,
-        "nll": summary["nll"], "brier": summary["brier"], "ece": summary["ece"],
-        "ece_bins": args.bins,
-        "mean_predictive_entropy": float(u_in["predictive_entropy"].mean()),
-        "mean_mutual_information": (float(u_in["mutual_information"].mean())
-                                    if kind != "plain" else None),
-    }
-    if kind != "plain":
-        means = metrics.calibration_summary(probs_means, yt, args.bins)
-        result["means"] = {k: means[k] for k in ("nll", "brier", "ece")}
-    u_out = None
-    if X_ood is not None:
-        u_out = predictive(X_ood)
-        result["ood"] = {
-            "dataset": ood, "num_examples": int(len(X_ood)),
-            "auroc_entropy": metrics.auroc(u_in["predictive_entropy"],
-                                           u_out["predictive_entropy"]),
-            "auroc_mutual_information": (
-                metrics.auroc(u_in["mutual_information"], u_out["mutual_information"])
-                if kind != "plain" else None),
-            "mean_predictive_entropy": float(u_out["predictive_entropy"].mean()),
-        }
-    else:
-        result["ood"] = None
-    result["seconds"] = time.perf_counter() - t0
-    result["reliability"] = {k: reliability[k]
-                             for k in ("edges", "count", "confidence", "accuracy")}
+    evaluation = evaluate_model(net, Xt, yt, posterior, kind, args.samples, X_ood, args.bins,
+                                ctx=ctx, likelihood=config.likelihood)
+    result = {"run_dir": os.path.abspath(run_dir), "dataset": splits.name, "model": kind,
+              "hidden": list(config.hidden), "checkpoint": "best",
+              "best_epoch": meta.get("best", {}).get("epoch"), **evaluation.summary,
+              "seconds": time.perf_counter() - t0}
+    if result["ood"] is not None:
+        result["ood"] = {"dataset": ood, **result["ood"]}
+    u_in, u_out = evaluation.uncertainty_in, evaluation.uncertainty_out
+    probs, reliability = evaluation.probs, evaluation.summary["reliability"]
 
     plots = {"reliability": os.path.join(run_dir, "reliability.png"),
              "least_certain": os.path.join(run_dir, "least_certain.png")}
     name = f"{splits.name} {kind} {'x'.join(map(str, config.hidden))}"
     figs = [plotting.plot_reliability_diagram(reliability, plots["reliability"],
                                               title=f"{name}: {result['predictive']}",
-                                              ece=summary["ece"]),
+                                              ece=result["ece"]),
             plotting.plot_least_certain(Xt, probs.argmax(axis=1), u_in["predictive_entropy"],
                                         labels=yt, path=plots["least_certain"],
                                         title=f"{name}: least certain test images")]
