@@ -3,29 +3,14 @@
 Blundell, Cornebise, Kavukcuoglu and Wierstra, "Weight Uncertainty in Neural
 Networks", ICML 2015 (arXiv:1505.05424).
 
-The public API is re-exported here; ``bbb_gluon.plotting`` (matplotlib) and
-``bbb_gluon.fused`` (the compiled kernels) are imported on their own.
+The core is re-exported here: priors, the posterior, putting weights into a network, the
+loss, the training step, ``fit`` and prediction. The rest stays in its module:
+``bbb_gluon.data`` (datasets), ``bbb_gluon.metrics`` (calibration, AUROC),
+``bbb_gluon.evaluation``, ``bbb_gluon.pruning``, ``bbb_gluon.runs`` (run folders),
+``bbb_gluon.plotting`` (matplotlib) and ``bbb_gluon.fused`` (the compiled kernels).
 """
 
-from .data import (
-    ArrayLoader,
-    DataFileError,
-    DatasetNotFoundError,
-    PixelTransform,
-    load_dataset,
-    regression_curve,
-    two_moons,
-)
-from .loss import BBBLoss, blundell_weights, complexity_cost, complexity_weight
-from .metrics import (
-    auroc,
-    brier_score,
-    calibration_summary,
-    expected_calibration_error,
-    nll,
-    reliability_data,
-)
-from .noise import NoiseSource
+from .loss import BBBLoss, complexity_weight
 from .posterior import (
     BAYESIAN_LAYERS,
     Posterior,
@@ -33,27 +18,8 @@ from .posterior import (
     WeightSample,
     bayesian_parameters,
 )
-from .prediction import (
-    class_std,
-    entropy,
-    error_rate,
-    expected_entropy,
-    mutual_information,
-    predict_proba,
-    predict_samples,
-    predictive_entropy,
-    uncertainty,
-)
+from .prediction import error_rate, predict_proba, predict_samples, uncertainty
 from .priors import GaussianPrior, Prior, ScaleMixturePrior, make_prior
-from .pruning import (
-    evaluate_pruning,
-    export_pruned,
-    load_pruned,
-    prune_masks,
-    pruned_weights,
-    pruning_scores,
-    thresholds,
-)
 from .sampling import use_means, use_weights
 from .step import BBBStep
 from .training import (
@@ -70,26 +36,14 @@ from .training import (
 __version__ = "0.1.0"
 
 __all__ = [
-    # priors, posterior, sampling, loss
+    # priors, posterior, sampling, loss, step
     "Prior", "GaussianPrior", "ScaleMixturePrior", "make_prior",
     "Posterior", "PosteriorMismatchError", "WeightSample", "bayesian_parameters",
-    "BAYESIAN_LAYERS", "NoiseSource",
-    "use_weights", "use_means", "BBBStep",
-    "BBBLoss", "blundell_weights", "complexity_cost", "complexity_weight",
-    # data
-    "ArrayLoader", "DataFileError", "DatasetNotFoundError", "PixelTransform", "load_dataset",
-    "regression_curve", "two_moons",
+    "BAYESIAN_LAYERS", "use_weights", "use_means", "BBBLoss", "complexity_weight", "BBBStep",
     # training
     "TrainConfig", "TrainResult", "TrainingInterrupted", "TrainingDiverged", "CheckpointError",
-    "fit",
-    "build_mlp", "load_run",
-    # prediction and metrics
-    "predict_proba", "predict_samples", "error_rate", "uncertainty", "entropy",
-    "predictive_entropy", "expected_entropy", "mutual_information", "class_std",
-    "auroc", "brier_score", "calibration_summary", "expected_calibration_error", "nll",
-    "reliability_data",
-    # pruning
-    "evaluate_pruning", "export_pruned", "load_pruned", "prune_masks", "pruned_weights",
-    "pruning_scores", "thresholds",
+    "fit", "build_mlp", "load_run",
+    # prediction
+    "predict_proba", "predict_samples", "error_rate", "uncertainty",
     "__version__",
 ]

@@ -22,12 +22,11 @@ from bbb_gluon import (
     GaussianPrior,
     Posterior,
     ScaleMixturePrior,
-    blundell_weights,
-    complexity_cost,
     complexity_weight,
     use_means,
     use_weights,
 )
+from bbb_gluon.loss import blundell_weights, complexity_cost
 
 CPU0 = mx.cpu(0)
 CONTEXTS = [CPU0, mx.cpu(1)]

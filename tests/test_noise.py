@@ -7,7 +7,7 @@ import mxnet as mx
 import numpy as np
 import pytest
 
-from bbb_gluon import NoiseSource
+from bbb_gluon.noise import NoiseSource
 
 CONTEXTS = [mx.cpu(0), mx.cpu(1)]
 CTX_IDS = ["cpu0", "cpu1"]
