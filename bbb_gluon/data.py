@@ -280,6 +280,8 @@ def _download_raw(name: str, train: bool) -> tuple[np.ndarray, np.ndarray]:
     before, created_dirs = _snapshot(cache)
     try:
         ds = cls(root=str(cache), train=train)
+        # The whole split as arrays at once: the dataset's public interface gives one
+        # (image, label) pair per __getitem__, 70,000 Python calls.
         images = ds._data.asnumpy().reshape(-1, *IMAGE_SHAPE)
         labels = np.asarray(ds._label, dtype=np.int32)
     except Exception as exc:

@@ -23,6 +23,9 @@ import math
 import numbers
 
 import mxnet as mx
+
+# Gluon's own losses scale by ``weight`` through this helper; using it keeps the global
+# weight's semantics identical to theirs, and gluon.loss has no public equivalent.
 from mxnet.gluon.loss import Loss, _apply_weighting
 
 from . import ops

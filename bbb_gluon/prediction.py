@@ -133,6 +133,7 @@ def _first_dense(net, posterior):
     cached = _REST.get(net)
     if cached is None or cached[0] != len(net) or cached[1] is not first:
         rest = net[1:]
+        # Block has no public "is hybridized" query; the slice must match the network.
         if net._active:
             rest.hybridize()
         cached = _REST[net] = (len(net), first, rest)

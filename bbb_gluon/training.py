@@ -42,7 +42,7 @@ from ._files import (
     read_nd_file,
 )
 from .data import ArrayLoader
-from .posterior import Posterior, PosteriorMismatchError, check_rho_init
+from .posterior import Posterior, PosteriorMismatchError, _structural_params, check_rho_init
 from .prediction import error_rate, predict_proba
 from .priors import make_prior
 from .step import BBBStep
@@ -350,7 +350,7 @@ def _model_arrays(net, posterior):
             out[f"{key}|mu"] = mu
             out[f"{key}|rho"] = rho
         return out
-    return {k: p.data(p.list_ctx()[0]) for k, p in net._collect_params_with_prefix().items()}
+    return {k: p.data(p.list_ctx()[0]) for k, p in _structural_params(net).items()}
 
 
 def _set_model_arrays(arrays, net, posterior, path):
@@ -361,7 +361,7 @@ def _set_model_arrays(arrays, net, posterior, path):
             targets[f"{key}|mu"] = (mu, shape)
             targets[f"{key}|rho"] = (rho, shape)
     else:
-        targets = {k: (p, p.shape) for k, p in net._collect_params_with_prefix().items()}
+        targets = {k: (p, p.shape) for k, p in _structural_params(net).items()}
     if set(targets) != set(arrays):
         raise CheckpointError(f"{path} holds parameters of another architecture")
     for name, (param, shape) in targets.items():
