@@ -46,9 +46,87 @@ def _batches(X, batch_size, ctx):
 
 def _probs(out, likelihood):
     if likelihood == "bernoulli":
-        p1 = mx.nd.sigmoid(out.reshape((-1, 1)))
-        return mx.nd.concat(1 - p1, p1, dim=1)
+        p1 = mx.nd.sigmoid(out.reshape(out.shape[:-1] + (1,) if out.ndim == 3 else (-1, 1)))
+        return mx.nd.concat(1 - p1, p1, dim=-1)
     return mx.nd.softmax(out, axis=-1)
+
+
+# Small networks predict every weight sample at once (batched matrix products) instead of
+# one forward pass per sample: for a 2x5 network a pass costs far more in Python and
+# operator dispatch than in arithmetic. Limits on the arrays one chunk of samples needs:
+_BATCHED_MAX_WEIGHTS = 50_000   # posterior size up to which the batched path is taken
+_BATCHED_FLOATS = 1 << 23       # floats (32 MiB) per chunk: weight draws, and activations
+
+
+def _batched_plan(net, posterior, X):
+    """The layers of ``net`` as steps for :func:`_batched_outputs`, when ``net`` is a small
+    Sequential MLP (Dense, Activation, Dropout) whose every Dense parameter the posterior
+    covers, in order, and ``X`` is 2-D; else None."""
+    if X.ndim != 2 or posterior.num_weights > _BATCHED_MAX_WEIGHTS or \
+            not isinstance(net, nn.Sequential | nn.HybridSequential):
+        return None
+    steps, keys, width = [], [], X.shape[1]
+    for i, block in enumerate(net):
+        if isinstance(block, nn.Dense):
+            bias = f"{i}.bias" if block.bias is not None else None
+            steps.append((f"{i}.weight", bias, block.act))
+            keys += [f"{i}.weight"] + ([bias] if bias else [])
+            width = max(width, block.weight.shape[0])
+        elif isinstance(block, nn.Activation):
+            steps.append((None, None, block))
+        elif not isinstance(block, nn.Dropout):  # dropout is the identity in prediction
+            return None
+    return (steps, width) if keys == posterior.keys else None
+
+
+def _batched_draws(posterior, num_samples, ctx):
+    """``num_samples`` draws of every parameter, each of shape ``(S,) + shape``, from one
+    counter of the prediction stream."""
+    counter = posterior.noise.advance(PREDICTION_STREAM)
+    seed = posterior.noise.seed
+    use_fused = ctx.device_type == "cpu" and fused.available()
+    rng = None if use_fused else np.random.default_rng([seed, PREDICTION_STREAM, counter])
+    draws = []
+    for k, (mu, sigma) in enumerate(zip(posterior.mu(ctx), posterior.sigma(ctx),
+                                        strict=True)):
+        shape = (num_samples,) + mu.shape
+        if use_fused:
+            eps = mx.nd.bbb_normal(mx.nd.zeros(shape, ctx=ctx), seed=seed,
+                                   stream=PREDICTION_STREAM, counter=counter, layer=k)
+        else:
+            eps = mx.nd.array(rng.standard_normal(shape, dtype=np.float32), ctx=ctx)
+        draws.append(mx.nd.broadcast_add(mu.expand_dims(0),
+                                         mx.nd.broadcast_mul(sigma.expand_dims(0), eps)))
+    return dict(zip(posterior.keys, draws, strict=True))
+
+
+def _batched_outputs(steps, weights, xb):
+    """Raw outputs ``(S, N, outputs)`` of the MLP for the S weight draws in ``weights``."""
+    num_samples = next(iter(weights.values())).shape[0]
+    h = mx.nd.broadcast_to(xb.expand_dims(0), (num_samples,) + xb.shape)
+    for weight, bias, act in steps:
+        if weight is not None:
+            h = mx.nd.batch_dot(h, weights[weight], transpose_b=True)
+            if bias is not None:
+                h = mx.nd.broadcast_add(h, weights[bias].expand_dims(1))
+        if act is not None:
+            h = act(h)
+    return h
+
+
+def _batched_probs(plan, posterior, X, num_samples, batch_size, ctx, likelihood):
+    """Per-sample probabilities as a list over batches of ``X`` of ``(S, B, C)`` NDArrays."""
+    steps, width = plan
+    batches = list(_batches(X, batch_size, ctx))
+    per_chunk = max(1, min(_BATCHED_FLOATS // max(posterior.num_weights, 1),
+                           _BATCHED_FLOATS // (min(batch_size, len(X)) * width)))
+    out = [[] for _ in batches]
+    with autograd.pause():
+        for start in range(0, num_samples, per_chunk):
+            weights = _batched_draws(posterior, min(per_chunk, num_samples - start), ctx)
+            for i, xb in enumerate(batches):
+                out[i].append(_probs(_batched_outputs(steps, weights, xb), likelihood))
+    return [mx.nd.concat(*chunks, dim=0) for chunks in out]
 
 
 def predict_proba(net, X, posterior=None, num_samples=0, batch_size=1000, ctx=None,
@@ -151,6 +229,11 @@ def _mc_mean(net, posterior, X, num_samples, batch_size, ctx, likelihood):
     predictive of every example has exactly the distribution it has with sampled weights
     (examples are never mixed in a prediction). Later layers use sampled weights.
     """
+    plan = _batched_plan(net, posterior, X)
+    if plan is not None:
+        posterior.check_net(net)
+        return [p.mean(axis=0) for p in
+                _batched_probs(plan, posterior, X, num_samples, batch_size, ctx, likelihood)]
     batches = list(_batches(X, batch_size, ctx))
     acc = [None] * len(batches)
     # The moments below treat each example as one row of features: 2-D inputs only.
@@ -212,6 +295,11 @@ def predict_samples(net, posterior, X, num_samples, batch_size=1000, ctx=None,
     if not isinstance(num_samples, int) or num_samples < 1:
         raise ValueError(f"num_samples must be an int >= 1, got {num_samples!r}")
     ctx = ctx or posterior.contexts[0]
+    plan = _batched_plan(net, posterior, X)
+    if plan is not None:
+        posterior.check_net(net)
+        parts = _batched_probs(plan, posterior, X, num_samples, batch_size, ctx, likelihood)
+        return mx.nd.concat(*parts, dim=1).asnumpy()
     batches = list(_batches(X, batch_size, ctx))
     per_sample = []
     with autograd.pause():

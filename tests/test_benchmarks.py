@@ -23,3 +23,12 @@ def test_benchmark_runs_in_tiny_mode(tmp_path):
     for row in results["configs"]:
         assert row["seconds_per_epoch"] > 0 and row["ratio_to_floor"] > 0
     assert results["predictive"]["ratio"] > 0
+
+
+def test_small_predictive_benchmark_runs():
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "benchmarks" / "bench_small_predictive.py"), "--samples",
+         "20", "--points", "50", "--repeats", "1"], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    lines = [line for line in done.stdout.splitlines() if "x the hand-written" in line]
+    assert len(lines) == 3 and "predict_samples" in done.stdout

@@ -154,12 +154,20 @@ def next_counter(posterior):
     return posterior.noise.state_dict()["counters"].get(str(PREDICTION_STREAM), 0)
 
 
+@pytest.fixture
+def per_sample_path(monkeypatch):
+    """Small test networks would take the all-samples-at-once path; these tests are about
+    the per-sample one (and the first layer's local reparameterisation)."""
+    monkeypatch.setattr(prediction, "_BATCHED_MAX_WEIGHTS", 0)
+
+
 def inputs(n=7, d=6, seed=0):
     return np.random.default_rng(seed).normal(size=(n, d)).astype(np.float32)
 
 
 @pytest.mark.parametrize("hybrid", [False, True])
-def test_predict_samples_equals_a_loop_over_the_same_draws(noise_engine, hybrid):
+def test_predict_samples_equals_a_loop_over_the_same_draws(noise_engine, hybrid,
+                                                           per_sample_path):
     net, posterior = make_net(hybrid=hybrid)
     X = inputs()
     c0 = next_counter(posterior)
@@ -172,7 +180,8 @@ def test_predict_samples_equals_a_loop_over_the_same_draws(noise_engine, hybrid)
 
 
 @pytest.mark.parametrize("hybrid", [False, True])
-def test_mc_mean_with_weight_sampling_equals_a_loop(noise_engine, hybrid, monkeypatch):
+def test_mc_mean_with_weight_sampling_equals_a_loop(noise_engine, hybrid, monkeypatch,
+                                                    per_sample_path):
     net, posterior = make_net(hybrid=hybrid)
     X = inputs()
     monkeypatch.setattr(prediction, "_first_dense", lambda net, posterior: None)
@@ -187,7 +196,8 @@ def test_mc_mean_with_weight_sampling_equals_a_loop(noise_engine, hybrid, monkey
                                rtol=1e-5, atol=1e-6)
 
 
-def test_local_reparameterisation_equals_its_float64_recomputation(noise_engine):
+def test_local_reparameterisation_equals_its_float64_recomputation(noise_engine,
+                                                                   per_sample_path):
     """Same noise, recomputed by hand: first-layer pre-activations mean + std * zeta."""
     net, posterior = make_net()
     assert prediction._first_dense(net, posterior) is not None
@@ -217,7 +227,7 @@ def test_local_reparameterisation_equals_its_float64_recomputation(noise_engine)
     np.testing.assert_allclose(got, np.mean(probs, axis=0), rtol=1e-4, atol=1e-6)
 
 
-def test_local_reparameterisation_matches_weight_sampling_in_distribution():
+def test_local_reparameterisation_matches_weight_sampling_in_distribution(per_sample_path):
     net, posterior = make_net(rho_init=-1.0)
     X = inputs(n=8)
     S = 3000
@@ -313,3 +323,74 @@ def test_images_through_a_conv_net():
     assert np.abs(samples[0] - samples[1]).max() > 1e-3
     with pytest.raises(ValueError, match="examples axis"):
         predict_proba(net, X[0, 0, 0], posterior, 0)
+
+
+# --------------------------------------------------------------------------- small networks
+
+
+def batched_reference(posterior, engine, counter, num_samples):
+    """All draws of one prediction-stream counter, rebuilt independently: per parameter k,
+    noise of shape (S,) + shape (bbb_normal's layer k, or NumPy's generator drawing the
+    parameters in order), weights in float64."""
+    seed, out = posterior.noise.seed, []
+    rng = np.random.default_rng([seed, PREDICTION_STREAM, counter])
+    for k, (mu, rho) in enumerate(zip(posterior.mu(), posterior.rho(), strict=True)):
+        shape = (num_samples,) + mu.shape
+        if engine == "numpy":
+            eps = rng.standard_normal(shape, dtype=np.float32)
+        else:
+            eps = mx.nd.bbb_normal(mx.nd.zeros(shape), seed=seed, stream=PREDICTION_STREAM,
+                                   counter=counter, layer=k).asnumpy()
+        out.append(mu.asnumpy()[None] + np.logaddexp(0.0, rho.asnumpy().astype(np.float64))
+                   [None] * eps)
+    return out
+
+
+@pytest.mark.parametrize("hybrid", [False, True])
+def test_small_networks_predict_all_samples_at_once(noise_engine, hybrid):
+    net, posterior = make_net(hybrid=hybrid)
+    assert prediction._batched_plan(net, posterior, inputs()) is not None
+    X = inputs(n=9)
+    c0 = next_counter(posterior)
+    samples = predict_samples(net, posterior, X, 6, batch_size=4)
+    draws = batched_reference(posterior, noise_engine, c0, 6)
+    loop = np.stack([forward64(X, [w[s] for w in draws]) for s in range(6)])
+    np.testing.assert_allclose(samples, loop, rtol=1e-5, atol=1e-6)
+    assert np.abs(samples[0] - samples[1]).max() > 1e-3
+    # The MC predictive is the mean of the same draws.
+    state = posterior.noise.state_dict()
+    state["counters"][str(PREDICTION_STREAM)] = c0
+    posterior.noise.load_state_dict(state)
+    np.testing.assert_allclose(predict_proba(net, X, posterior, 6, batch_size=4),
+                               loop.mean(axis=0), rtol=1e-5, atol=1e-6)
+
+
+def test_batched_path_with_a_bernoulli_output_and_many_samples(monkeypatch):
+    net = nn.HybridSequential()
+    net.add(nn.Dense(5, activation="tanh", in_units=2), nn.Dense(5, activation="tanh"),
+            nn.Dense(1))
+    net.initialize(mx.init.Normal(0.5))
+    net(mx.nd.ones((1, 2)))
+    posterior = Posterior(net, seed=0, rho_init=-1.0)
+    X = inputs(n=50, d=2)
+    # Chunks of 7 samples: the draws of later chunks come from later counters.
+    monkeypatch.setattr(prediction, "_BATCHED_FLOATS", 7 * posterior.num_weights)
+    samples = predict_samples(net, posterior, X, 20, likelihood="bernoulli")
+    assert samples.shape == (20, 50, 2)
+    np.testing.assert_allclose(samples.sum(axis=2), 1.0, rtol=1e-6)
+    spread = samples[:, :, 1].std(axis=0)
+    assert (spread > 1e-3).mean() > 0.9  # every chunk drew its own weights
+    assert len({tuple(np.round(samples[s, :3, 1], 6)) for s in range(20)}) == 20
+
+
+def test_which_networks_take_the_batched_path():
+    net, posterior = make_net()
+    assert prediction._batched_plan(net, posterior, inputs()) is not None
+    assert prediction._batched_plan(net, posterior, inputs()[:, None, :]) is None  # not 2-D
+    conv = nn.HybridSequential()
+    conv.add(nn.Conv2D(2, 3, in_channels=1), nn.Flatten(), nn.Dense(2, in_units=32))
+    conv.initialize()
+    assert prediction._batched_plan(conv, Posterior(conv, seed=0),
+                                    np.zeros((2, 36), np.float32)) is None
+    last = Posterior(net, seed=0, select=[net[-1]])
+    assert prediction._batched_plan(net, last, inputs()) is None  # not every layer sampled
