@@ -394,3 +394,18 @@ def test_which_networks_take_the_batched_path():
                                     np.zeros((2, 36), np.float32)) is None
     last = Posterior(net, seed=0, select=[net[-1]])
     assert prediction._batched_plan(net, last, inputs()) is None  # not every layer sampled
+
+
+def test_gaussian_likelihood_returns_the_outputs_per_sample():
+    net, posterior = make_net()
+    X = inputs()
+    c0 = next_counter(posterior)
+    raw = predict_samples(net, posterior, X, 4, likelihood="gaussian")
+    draws = batched_reference(posterior, "fused" if fused.available() else "numpy", c0, 4)
+    for s in range(4):
+        w0, b0, w1, b1 = (w[s] for w in draws)
+        np.testing.assert_allclose(raw[s], np.maximum(X @ w0.T + b0, 0) @ w1.T + b1,
+                                   rtol=1e-5, atol=1e-5)
+    means = predict_proba(net, X, posterior, 0, likelihood="gaussian")
+    with use_means(net, posterior):
+        np.testing.assert_allclose(means, net(mx.nd.array(X)).asnumpy(), rtol=1e-6)
