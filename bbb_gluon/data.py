@@ -607,9 +607,11 @@ class ArrayLoader:
     Parameters
     ----------
     X : numpy.ndarray
-        Floating-point inputs, shape ``(N, D)``; stored as ``float32``.
+        Floating-point inputs, shape ``(N, D)`` or ``(N, ...)`` (images ``(N, 1, 28, 28)``);
+        stored as ``float32``.
     y : numpy.ndarray
-        Integer labels, shape ``(N,)``; stored as ``float32`` (Gluon losses take float labels).
+        Integer labels ``(N,)``, or real-valued targets ``(N,)`` / ``(N, ...)``; stored as
+        ``float32`` (Gluon losses take float labels).
     batch_size : int
         Positive number of examples per batch.
     shuffle : bool, default False
@@ -642,12 +644,16 @@ class ArrayLoader:
         ctx: mx.Context | None = None,
         last_batch: str = "keep",
     ):
-        if not isinstance(X, np.ndarray) or X.ndim != 2 or not np.issubdtype(X.dtype, np.floating):
+        if not isinstance(X, np.ndarray) or X.ndim < 2 or \
+                not np.issubdtype(X.dtype, np.floating):
             desc = f"{type(X).__name__} {getattr(X, 'dtype', '')} {getattr(X, 'shape', '')}"
-            raise ValueError(f"X must be a 2-D floating-point NumPy array (N, D), got {desc}")
-        if not isinstance(y, np.ndarray) or y.ndim != 1 or not np.issubdtype(y.dtype, np.integer):
+            raise ValueError(f"X must be a floating-point NumPy array of at least 2 axes "
+                             f"(N, D) or (N, ...), got {desc}")
+        if not isinstance(y, np.ndarray) or y.ndim < 1 or not (
+                np.issubdtype(y.dtype, np.integer) or np.issubdtype(y.dtype, np.floating)):
             desc = f"{type(y).__name__} {getattr(y, 'dtype', '')} {getattr(y, 'shape', '')}"
-            raise ValueError(f"y must be a 1-D integer NumPy array (N,), got {desc}")
+            raise ValueError(f"y must be a NumPy array of integer labels (N,) or real targets "
+                             f"(N, ...), got {desc}")
         if len(X) != len(y):
             raise ValueError(f"X and y differ in length: {len(X)} inputs but {len(y)} labels")
         self.batch_size = _check_int(batch_size, "batch_size", 1)
@@ -686,7 +692,7 @@ class ArrayLoader:
         Returns
         -------
         iterator of (mxnet.nd.NDArray, mxnet.nd.NDArray)
-            ``(X_batch float32 (B, D), y_batch float32 (B,))`` on ``ctx``; B = ``batch_size``
+            ``(X_batch float32 (B, ...), y_batch float32 (B, ...))`` on ``ctx``; B = ``batch_size``
             except possibly for the last batch.
         """
         order = self.order(epoch)

@@ -45,6 +45,7 @@ from .data import ArrayLoader
 from .posterior import Posterior, PosteriorMismatchError, _structural_params, check_rho_init
 from .prediction import error_rate, predict_proba
 from .priors import make_prior
+from .sampling import use_means
 from .step import BBBStep
 
 __all__ = ["TrainConfig", "TrainResult", "fit", "build_mlp", "load_run",
@@ -309,16 +310,27 @@ def _plain_step(net, loss_fn, trainer, X, y, ctxs, step_size):
     return _gather([l.sum() for l in losses], ctxs[0])
 
 
-def _check_arrays(name, X, y, config):
+def _check_arrays(name, X, y, config, task=None):
+    """``task``: None for the package's MLP; for a user's network ``("classes", C)`` (integer
+    labels below C) or ``("targets", None)`` (real-valued targets of any shape)."""
     X = np.asarray(X)
     y = np.asarray(y)
-    if X.ndim != 2 or X.shape[1] != config.num_inputs:
+    if task is None and (X.ndim != 2 or X.shape[1] != config.num_inputs):
         raise ValueError(f"{name} inputs must have shape (N, {config.num_inputs}), got {X.shape}")
-    if y.shape != (X.shape[0],):
-        raise ValueError(f"{name} labels must have shape ({X.shape[0]},), got {y.shape}")
+    if X.ndim < 2:
+        raise ValueError(f"{name} inputs must have an examples axis and the input's axes, "
+                         f"(N, ...), got {X.shape}")
     if not np.isfinite(X).all():
         raise ValueError(f"{name} inputs contain NaN or infinity")
-    classes = 2 if config.likelihood == "bernoulli" else config.num_outputs
+    if task is not None and task[0] == "targets":
+        if y.ndim < 1 or len(y) != len(X) or not np.isfinite(y).all():
+            raise ValueError(f"{name} targets must be finite numbers, one row per input "
+                             f"({len(X)}), got shape {y.shape}")
+        return X.astype(np.float32, copy=False), y.astype(np.float32, copy=False)
+    if y.shape != (X.shape[0],):
+        raise ValueError(f"{name} labels must have shape ({X.shape[0]},), got {y.shape}")
+    classes = task[1] if task is not None else (
+        2 if config.likelihood == "bernoulli" else config.num_outputs)
     if not np.isfinite(y).all() or np.any(y != np.round(y)) or y.min() < 0 \
             or y.max() > classes - 1:
         raise ValueError(f"{name} labels must be integers in [0, {classes - 1}], "
@@ -344,24 +356,30 @@ def _fmt(v):
 
 
 def _model_arrays(net, posterior):
+    """Every array that defines the model: mu and rho of the posterior (``"<key>|mu"``) and
+    the network's other parameters, BatchNorm statistics included, under their names."""
+    out = {}
+    covered = set(posterior.keys) if posterior is not None else set()
     if posterior is not None:
-        out = {}
         for key, mu, rho in zip(posterior.keys, posterior.mu(), posterior.rho(), strict=True):
             out[f"{key}|mu"] = mu
             out[f"{key}|rho"] = rho
-        return out
-    return {k: p.data(p.list_ctx()[0]) for k, p in _structural_params(net).items()}
+    for k, p in _structural_params(net).items():
+        if k not in covered:
+            out[k] = p.data(p.list_ctx()[0])
+    return out
 
 
 def _set_model_arrays(arrays, net, posterior, path):
+    targets = {}
+    covered = set(posterior.keys) if posterior is not None else set()
     if posterior is not None:
-        targets = {}
         for key, shape, mu, rho in zip(posterior.keys, posterior.shapes,
                                        posterior._mu, posterior._rho, strict=True):
             targets[f"{key}|mu"] = (mu, shape)
             targets[f"{key}|rho"] = (rho, shape)
-    else:
-        targets = {k: (p, p.shape) for k, p in _structural_params(net).items()}
+    targets.update({k: (p, p.shape) for k, p in _structural_params(net).items()
+                    if k not in covered})
     if set(targets) != set(arrays):
         raise CheckpointError(f"{path} holds parameters of another architecture")
     for name, (param, shape) in targets.items():
@@ -371,16 +389,18 @@ def _set_model_arrays(arrays, net, posterior, path):
         param.set_data(arrays[name])
 
 
-def _save_checkpoint(path, net, posterior, trainer, meta):
+def _save_checkpoint(path, net, posterior, trainers, meta):
+    """``trainers``: None (a weights-only checkpoint) or the run's trainers, whose optimiser
+    states are stored as ``__trainer__``, ``__trainer1__``, ..."""
     arrays = dict(_model_arrays(net, posterior))
     arrays["__meta__"] = json_array(meta)
-    if trainer is not None:
+    for i, trainer in enumerate(trainers or []):
         fd, tmp = tempfile.mkstemp(prefix=".tmp-states-")
         os.close(fd)
         try:
             trainer.save_states(tmp)
             with open(tmp, "rb") as f:
-                arrays["__trainer__"] = bytes_array(f.read())
+                arrays["__trainer__" if i == 0 else f"__trainer{i}__"] = bytes_array(f.read())
         finally:
             os.remove(tmp)
     atomic_nd_save(path, arrays)
@@ -391,6 +411,10 @@ def _read_checkpoint(path):
         arrays = read_nd_file(path)
         meta = array_json(arrays.pop("__meta__"))
         trainer_blob = arrays.pop("__trainer__", None)
+        extra_blobs, i = [], 1
+        while f"__trainer{i}__" in arrays:
+            extra_blobs.append(array_bytes(arrays.pop(f"__trainer{i}__")))
+            i += 1
     except FileNotFoundError:
         raise CheckpointError(f"no checkpoint at {path}") from None
     except (ValueError, KeyError, UnicodeDecodeError):
@@ -398,6 +422,7 @@ def _read_checkpoint(path):
     if meta.get("format") != _FORMAT:
         raise CheckpointError(f"{path} is not a bbb_gluon checkpoint")
     meta["trainer_states"] = None if trainer_blob is None else array_bytes(trainer_blob)
+    meta["other_trainer_states"] = extra_blobs
     return arrays, meta
 
 
@@ -488,14 +513,20 @@ def _catch_sigint():
 
 
 def fit(config, train, valid=None, run_dir=None, ctx=None, resume=False, progress=True,
-        stop_after_batches=None, extra_config=None, restore_best=False, test=None):
-    """Train a model as ``config`` says.
+        stop_after_batches=None, extra_config=None, restore_best=False, test=None,
+        net=None, posterior=None, loss=None):
+    """Train a model as ``config`` says: the package's MLP, or your own network.
 
     Parameters
     ----------
     config : TrainConfig
+        With ``net``, its architecture fields (hidden, activation, num_inputs,
+        num_outputs, dropout) are not used; ``model`` says whether the network gets a
+        posterior ("bbb") or is trained as it is ("plain", "dropout").
     train : (X, y)
-        NumPy arrays, ``X`` of shape ``(N, num_inputs)``, ``y`` integer labels ``(N,)``.
+        NumPy arrays: ``X`` of shape ``(N, num_inputs)`` for the package's MLP, or any
+        ``(N, ...)`` the given ``net`` takes (images ``(N, 1, 28, 28)``); ``y`` integer
+        labels ``(N,)``, or real-valued targets ``(N, ...)`` with a ``loss`` of your own.
     valid : (X, y), optional
         Validation split; the best checkpoint is chosen by its error with the means.
     run_dir : str, optional
@@ -518,6 +549,21 @@ def fit(config, train, valid=None, run_dir=None, ctx=None, resume=False, progres
         A held-out set whose error is recorded after every epoch (history columns
         ``test_error`` and ``test_error_mc``) and used for nothing else: it lets a run
         that trains on all the data, with no validation split, show its learning curve.
+    net : gluon.Block, optional
+        Your own initialised network (any layers; run one batch through it first if
+        shapes are deferred) instead of the package's MLP. Its contexts are the default
+        ``ctx``. Parameters the posterior does not cover (BatchNorm, layers left out)
+        are trained alongside by a second Trainer of the same optimiser; all of them, and
+        BatchNorm's statistics, go into the checkpoints.
+    posterior : Posterior, optional
+        For ``net`` with ``model="bbb"``: the posterior to train (to choose which layers
+        are Bayesian, or their initialisation); default ``Posterior(net, ...)`` over every
+        Dense and convolution layer, initialised as ``config`` says.
+    loss : gluon.loss.Loss, optional
+        The likelihood cost, any Gluon loss with one value per example (``L2Loss`` for
+        regression, say); default: the one ``config.likelihood`` names. With a loss of
+        your own, the history records ``valid_loss`` (the mean per example, with the
+        means) instead of error rates, and the best epoch is chosen by it.
 
     Raises
     ------
@@ -532,14 +578,19 @@ def fit(config, train, valid=None, run_dir=None, ctx=None, resume=False, progres
     if not isinstance(config, TrainConfig):
         raise TypeError("config must be a TrainConfig")
     config.validate()
+    task = _check_user_model(config, net, posterior, loss)
+    if ctx is None and net is not None:
+        ctx = next(iter(net.collect_params().values())).list_ctx()
     ctxs = ctx if isinstance(ctx, list | tuple) else [ctx or mx.current_context()]
     ctxs = list(ctxs)
-    X, y = _check_arrays("training", *train, config)
+    if task is not None and task[0] == "classes":
+        task = ("classes", _num_classes(net, train[0], ctxs[0], config.likelihood))
+    X, y = _check_arrays("training", *train, config, task)
     if valid is not None and len(valid[0]):
-        Xv, yv = _check_arrays("validation", *valid, config)
+        Xv, yv = _check_arrays("validation", *valid, config, task)
     else:
         Xv = yv = None
-    Xm, ym = _check_arrays("test", *test, config) if test is not None else (None, None)
+    Xm, ym = _check_arrays("test", *test, config, task) if test is not None else (None, None)
     if run_dir is not None:
         run_dir = os.fspath(run_dir)
         ckpt_dir, latest_path, best_path = _run_paths(run_dir)
@@ -556,22 +607,36 @@ def fit(config, train, valid=None, run_dir=None, ctx=None, resume=False, progres
 
     loader = ArrayLoader(X, y, config.batch_size, shuffle=True, seed=config.seed, ctx=ctxs[0])
     num_batches = len(loader)
-    net, posterior = _build(config, ctxs)
+    if net is None:
+        net, posterior = _build(config, ctxs)
+    elif config.model == "bbb" and posterior is None:
+        posterior = Posterior(net, mu_init=config.mu_init, mu_scale=config.mu_scale,
+                              rho_init=config.rho_init, seed=config.seed)
+    if loss is None:
+        loss_fn = (gluon.loss.SigmoidBCELoss() if config.likelihood == "bernoulli"
+                   else gluon.loss.SoftmaxCrossEntropyLoss())
+    else:
+        loss_fn = loss
     step = None
+    others = []  # trainers of the parameters the posterior does not cover
     if posterior is not None:
         trainer = _make_trainer(config, posterior.params, ctxs)
-        step = BBBStep(net, posterior, make_prior(**config.prior), config.likelihood, trainer,
+        step = BBBStep(net, posterior, make_prior(**config.prior),
+                       config.likelihood if loss is None else loss, trainer,
                        num_batches=num_batches, weighting=config.weighting,
                        complexity=config.complexity, samples=config.samples,
                        engine=config.engine, loss_reduction=config.loss_reduction)
         pi_sum = sum(step.loss.weight_of(i) for i in range(num_batches))
+        rest = posterior.deterministic_params(net)
+        if list(rest.keys()):
+            others.append(_make_trainer(config, rest, ctxs))
     else:
-        loss_fn = (gluon.loss.SigmoidBCELoss() if config.likelihood == "bernoulli"
-                   else gluon.loss.SoftmaxCrossEntropyLoss())
         trainer = _make_trainer(config, net.collect_params(), ctxs)
         pi_sum = 0.0
     setup = {"engine": step.engine if step is not None else "plain",
-             "contexts": [str(c) for c in ctxs]}
+             "contexts": [str(c) for c in ctxs],
+             "network": "mlp" if task is None else "user"}
+    metric = "valid_error" if loss is None else "valid_loss"
 
     history, start_epoch, start_batch, best = [], 0, 0, {"epoch": None, "error": None}
     partial = None
@@ -588,6 +653,8 @@ def fit(config, train, valid=None, run_dir=None, ctx=None, resume=False, progres
             raise CheckpointError(str(e)) from None
         if meta["trainer_states"] is not None:
             _load_trainer_states(trainer, meta["trainer_states"])
+        for other, blob in zip(others, meta["other_trainer_states"], strict=False):
+            _load_trainer_states(other, blob)
         if posterior is not None:
             posterior.noise.load_state_dict(meta["noise"])
         _check_resume_setup(meta, setup, latest_path)
@@ -621,7 +688,8 @@ def fit(config, train, valid=None, run_dir=None, ctx=None, resume=False, progres
             bar = tqdm(total=num_batches, initial=skip, desc=f"epoch {epoch + 1}/{config.epochs}",
                        disable=not progress, leave=True, dynamic_ncols=True)
             # Set every epoch: loading optimizer states on resume brings back a stored rate.
-            trainer.set_learning_rate(config.lr_at(epoch))
+            for t in [trainer, *others]:
+                t.set_learning_rate(config.lr_at(epoch))
             # Index of the first batch whose cost was not finite, kept on the device and
             # read with the progress reports, so the check adds no host sync.
             first_bad = mx.nd.full((1,), -1.0, ctx=ctxs[0])
@@ -641,6 +709,8 @@ def fit(config, train, valid=None, run_dir=None, ctx=None, resume=False, progres
                     # it is computed on the first batch and every log_every-th (its
                     # gradient on every batch).
                     nll, cplx = step(xb, yb, i, want_complexity=report or i == 0)
+                    for other in others:
+                        other.step(step_size)
                 else:
                     nll, cplx = _plain_step(net, loss_fn, trainer, xb, yb, ctxs,
                                             step_size), None
@@ -671,7 +741,7 @@ def fit(config, train, valid=None, run_dir=None, ctx=None, resume=False, progres
                     part = {"nll": float(acc_nll.asscalar()),
                             "complexity_sum": float(acc_cplx.asscalar()),
                             "measured": measured, "seconds": seconds}
-                    _save_checkpoint(latest_path, net, posterior, trainer,
+                    _save_checkpoint(latest_path, net, posterior, [trainer, *others],
                                      meta_now(epoch, stopped_at, part))
                 break
             _raise_if_diverged(first_bad, acc_nll, acc_cplx, epoch, run_dir)
@@ -679,19 +749,19 @@ def fit(config, train, valid=None, run_dir=None, ctx=None, resume=False, progres
             complexity = (pi_sum * float(acc_cplx.asscalar()) / measured
                           if posterior is not None and measured else 0.0)
             row = _epoch_row(epoch, float(acc_nll.asscalar()), complexity, len(y), seconds,
-                             net, posterior, config, Xv, yv, ctxs[0], Xm, ym)
+                             net, posterior, config, Xv, yv, ctxs[0], Xm, ym, loss)
             history.append(row)
             improved = Xv is not None and (best["error"] is None
-                                           or row["valid_error"] < best["error"])
+                                           or row[metric] < best["error"])
             if improved or (Xv is None):
-                best = {"epoch": epoch + 1, "error": row.get("valid_error")}
+                best = {"epoch": epoch + 1, "error": row.get(metric)}
                 if restore_best and Xv is not None:
                     best_arrays = {k: v.copy() for k, v in _model_arrays(net, posterior).items()}
             if run_dir is not None:
                 meta = meta_now(epoch + 1, 0, None)
                 if improved or Xv is None:
                     _save_checkpoint(best_path, net, posterior, None, meta)
-                _save_checkpoint(latest_path, net, posterior, trainer, meta)
+                _save_checkpoint(latest_path, net, posterior, [trainer, *others], meta)
                 _write_history(run_dir, history)
             if sig["stop"] or (stop_after_batches is not None
                                and batches_done >= stop_after_batches
@@ -754,7 +824,7 @@ def _check_parameters(net, posterior, epoch, run_dir):
 
 
 def _epoch_row(epoch, nll, complexity, num_examples, seconds, net, posterior, config,
-               Xv, yv, ctx, Xt=None, yt=None):
+               Xv, yv, ctx, Xt=None, yt=None, loss=None):
     row = {"epoch": epoch + 1, "cost": nll + complexity, "complexity_cost": complexity,
            "likelihood_cost": nll, "nll_per_example": nll / num_examples,
            "seconds": seconds}
@@ -762,6 +832,11 @@ def _epoch_row(epoch, nll, complexity, num_examples, seconds, net, posterior, co
         if X is None:
             continue
         t0 = time.perf_counter()
+        if loss is not None:  # a loss of the user's: its mean per example, with the means
+            row[f"{name}_loss"] = _mean_loss(net, posterior, loss, X, y, ctx)
+            row[f"{name}_eval_seconds" if name == "test" else "eval_seconds"] = \
+                time.perf_counter() - t0
+            continue
         probs = predict_proba(net, X, posterior, 0, ctx=ctx, likelihood=config.likelihood)
         row[f"{name}_error"] = error_rate(probs, y)
         if posterior is not None and config.eval_samples > 0:
@@ -775,7 +850,51 @@ def _epoch_row(epoch, nll, complexity, num_examples, seconds, net, posterior, co
     return row
 
 
-def load_run(run_dir, which="best", ctx=None):
+def _mean_loss(net, posterior, loss, X, y, ctx, batch_size=1000):
+    """Mean per example of ``loss`` over ``(X, y)``, predicting with the means."""
+    total = mx.nd.zeros((1,), ctx=ctx)
+    with autograd.predict_mode(), contextlib.ExitStack() as stack:
+        if posterior is not None:
+            stack.enter_context(use_means(net, posterior, ctx))
+        for start in range(0, len(X), batch_size):
+            xb = mx.nd.array(X[start:start + batch_size], ctx=ctx)
+            yb = mx.nd.array(y[start:start + batch_size], ctx=ctx)
+            total += loss(net(xb), yb).sum()
+    return float(total.asscalar()) / len(X)
+
+
+def _check_user_model(config, net, posterior, loss):
+    """What the labels must be for a user's network: None (the package's MLP), ("classes",
+    None) for integer labels, ("targets", None) for real values; errors before any work."""
+    if net is None:
+        if posterior is not None:
+            raise ValueError("posterior= needs net=: the package's MLP gets its own")
+        if loss is not None:
+            raise ValueError("loss= needs net=: the package's MLP trains with the likelihood "
+                             "that config names")
+        return None
+    if not isinstance(net, gluon.Block):
+        raise TypeError(f"net must be a gluon Block, got {type(net).__name__}")
+    if posterior is not None:
+        if config.model != "bbb":
+            raise ValueError(f"a posterior was given but config.model is {config.model!r}; "
+                             "use model='bbb'")
+        posterior.check_net(net)
+    if loss is not None and not isinstance(loss, gluon.loss.Loss):
+        raise TypeError(f"loss must be a gluon.loss.Loss, got {type(loss).__name__}")
+    return ("classes", None) if loss is None else ("targets", None)
+
+
+def _num_classes(net, X, ctx, likelihood):
+    """Classes the user's network predicts: its output width (2 for one Bernoulli logit)."""
+    if likelihood == "bernoulli":
+        return 2
+    with autograd.predict_mode():
+        out = net(mx.nd.array(np.asarray(X[:1], dtype=np.float32), ctx=ctx))
+    return int(out.shape[-1])
+
+
+def load_run(run_dir, which="best", ctx=None, net=None):
     """Rebuild the network (and posterior) of a run folder from a checkpoint.
 
     Parameters
@@ -783,6 +902,10 @@ def load_run(run_dir, which="best", ctx=None):
     run_dir : str
     which : {"best", "latest"}
     ctx : Context, optional
+    net : gluon.Block, optional
+        For a run of your own network: an instance of the same architecture (initialised)
+        to load the checkpoint into; its posterior is rebuilt over the parameters the
+        checkpoint holds one for.
 
     Returns
     -------
@@ -799,6 +922,19 @@ def load_run(run_dir, which="best", ctx=None):
     path = best_path if which == "best" else latest_path
     arrays, meta = _read_checkpoint(path)
     config = TrainConfig.from_dict(meta["config"])
-    net, posterior = _build(config, [ctx or mx.current_context()])
-    _set_model_arrays(arrays, net, posterior, path)
+    user = meta.get("network") == "user"
+    if user != (net is not None):
+        raise CheckpointError(
+            f"{path} is a run of {'a network of its user' if user else 'the package MLP'}: "
+            + ("pass an instance of that network as net=" if user else "do not pass net="))
+    if net is None:
+        net, posterior = _build(config, [ctx or mx.current_context()])
+    else:
+        covered = {k[:-3] for k in arrays if k.endswith("|mu")}
+        posterior = Posterior(net, seed=config.seed, select=lambda key, _: key in covered) \
+            if covered else None
+    try:
+        _set_model_arrays(arrays, net, posterior, path)
+    except PosteriorMismatchError as e:
+        raise CheckpointError(str(e)) from None
     return net, posterior, config, meta

@@ -29,7 +29,10 @@ def test_readme_examples_run_and_the_first_takes_the_fast_path():
         pytest.skip(msg)
     assert step.engine == "fused"
     assert math.isfinite(nll.asscalar()) and complexity.asscalar() > 0
-    before = [m.asnumpy().copy() for m in namespace["posterior"].mu()]
-    exec(compile(blocks[1], "README.md example 2", "exec"), namespace)
-    after = namespace["posterior"].mu()
-    assert any((a.asnumpy() != b).any() for a, b in zip(after, before, strict=True))
+    for i, block in enumerate(blocks[1:], start=2):
+        before = [m.asnumpy().copy() for m in namespace["posterior"].mu()]
+        exec(compile(block, f"README.md example {i}", "exec"), namespace)
+        after = namespace["posterior"].mu()
+        assert any((a.asnumpy() != b).any() for a, b in zip(after, before, strict=True)), i
+    history = namespace["result"].history
+    assert len(history) == 1 and math.isfinite(history[0]["cost"])

@@ -915,3 +915,128 @@ def test_resume_where_the_kernels_are_missing_is_refused(mnist_300, tmp_path, mo
     with pytest.raises(CheckpointError, match="engine 'fused'.*compiler"):
         fit(tiny("bbb", epochs=2, engine="auto"), mnist_300.train, mnist_300.valid,
             run_dir=run_dir, resume=True, progress=False)
+
+
+# --------------------------------------------------------------------------- your own network
+
+
+def small_cnn(ctx=None):
+    net = nn.HybridSequential()
+    net.add(nn.Conv2D(4, 5, strides=2, in_channels=1, activation="relu"),
+            nn.BatchNorm(in_channels=4), nn.MaxPool2D(), nn.Flatten(),
+            nn.Dense(32, activation="relu", in_units=4 * 6 * 6), nn.Dense(10, in_units=32))
+    mx.random.seed(0)
+    net.initialize(mx.init.Xavier(), ctx=ctx or mx.cpu())
+    net.hybridize()
+    return net
+
+
+def images(split):
+    X, y = split
+    return X.reshape(-1, 1, 28, 28), y
+
+
+def test_fit_trains_a_cnn_with_batchnorm(mnist_300, tmp_path):
+    config = tiny("bbb", epochs=3, lr=0.01, rho_init=-5.0, eval_samples=2)
+    run_dir = tmp_path / "cnn"
+    result = fit(config, images(mnist_300.train), images(mnist_300.valid), run_dir=run_dir,
+                 progress=False, net=small_cnn())
+    assert result.posterior.keys == ["0.weight", "0.bias", "4.weight", "4.bias", "5.weight",
+                                     "5.bias"]
+    assert result.history[-1]["valid_error"] < 0.6  # chance: 0.9
+    # BatchNorm's gamma/beta were trained alongside, its statistics kept, all checkpointed.
+    gamma = result.net[1].gamma.data().asnumpy()
+    assert not np.allclose(gamma, 1.0)
+    net, posterior, _, meta = load_run(run_dir, "latest", net=small_cnn())
+    np.testing.assert_array_equal(net[1].gamma.data().asnumpy(), gamma)
+    np.testing.assert_array_equal(net[1].running_mean.data().asnumpy(),
+                                  result.net[1].running_mean.data().asnumpy())
+    Xv, yv = images(mnist_300.valid)
+    assert error_rate(predict_proba(net, Xv, posterior, 0), yv) == \
+        result.history[-1]["valid_error"]
+    with pytest.raises(CheckpointError, match="pass an instance of that network"):
+        load_run(run_dir, "latest")
+
+
+@pytest.mark.parametrize("stop", [3, 7])
+def test_a_cnn_run_resumes_exactly(mnist_300, tmp_path, stop):
+    config = tiny("bbb", epochs=2, lr=0.01, eval_samples=0)
+    full = fit(config, images(mnist_300.train), images(mnist_300.valid), progress=False,
+               net=small_cnn(), run_dir=tmp_path / "full")
+    run_dir = tmp_path / "run"
+    with pytest.raises(TrainingInterrupted):
+        fit(config, images(mnist_300.train), images(mnist_300.valid), run_dir=run_dir,
+            progress=False, stop_after_batches=stop, net=small_cnn())
+    resumed = fit(config, images(mnist_300.train), images(mnist_300.valid), run_dir=run_dir,
+                  resume=True, progress=False, net=small_cnn())
+    assert_same_history(resumed.history, full.history)
+    assert_same_params(resumed, full)
+    for a, b in zip(resumed.net.collect_params().values(), full.net.collect_params().values(),
+                    strict=True):  # BatchNorm's statistics and trained gamma, beta too
+        np.testing.assert_allclose(a.data().asnumpy(), b.data().asnumpy(), rtol=1e-5,
+                                   atol=1e-7)
+    assert len(_trainer_states_all(run_dir)) == 2  # the posterior's and BatchNorm's
+
+
+def _trainer_states_all(run_dir):
+    arrays = mx.nd.load(str(Path(run_dir) / "checkpoints" / "latest.params"))
+    return [k for k in arrays if k.startswith("__trainer")]
+
+
+def test_fit_with_a_last_layer_posterior(mnist_300):
+    net = build_mlp((32,), 10)
+    net.initialize(mx.init.Xavier())
+    first = net[0].weight.data().asnumpy().copy()
+    posterior = Posterior(net, seed=0, select=[net[-1]])
+    result = fit(tiny("bbb", epochs=2, lr=0.01), mnist_300.train, mnist_300.valid,
+                 progress=False, net=net, posterior=posterior)
+    assert result.posterior is posterior and posterior.keys == ["1.weight", "1.bias"]
+    assert not np.allclose(net[0].weight.data().asnumpy(), first)  # trained, deterministic
+    assert result.history[-1]["valid_error"] < 0.6
+
+
+def test_fit_a_regression_with_a_loss_of_ones_own():
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(400, 3)).astype(np.float32)
+    y = (X @ np.array([[1.0], [-2.0], [0.5]]) + 0.1 * rng.normal(size=(400, 1)))
+    net = nn.HybridSequential()
+    net.add(nn.Dense(16, activation="tanh", in_units=3), nn.Dense(1, in_units=16))
+    net.initialize(mx.init.Xavier())
+    config = tiny("bbb", epochs=15, lr=0.02, batch_size=50, rho_init=-5.0,
+                  prior={"kind": "gaussian", "sigma": 1.0})
+    result = fit(config, (X[:300], y[:300]), (X[300:], y[300:]), progress=False, net=net,
+                 loss=gluon.loss.L2Loss())
+    losses = [row["valid_loss"] for row in result.history]
+    assert "valid_error" not in result.history[0]
+    assert losses[-1] < losses[0] / 5  # a constant predictor: 0.5 * Var(y) ~ 2.6
+    assert result.best_epoch == 1 + losses.index(min(losses))
+    # the same mean loss, recomputed with the means
+    from bbb_gluon import use_means
+
+    with use_means(net, result.posterior):
+        pred = net(mx.nd.array(X[300:])).asnumpy()
+    assert losses[-1] == pytest.approx(np.mean(0.5 * (pred - y[300:]) ** 2), rel=1e-4)
+
+
+@pytest.mark.parametrize("kwargs, error, match", [
+    ({"loss": "l2"}, TypeError, "loss must be a gluon.loss.Loss"),
+    ({"net": "lenet"}, TypeError, "net must be a gluon Block"),
+])
+def test_user_model_argument_errors(mnist_300, kwargs, error, match):
+    args = {"net": small_cnn(), **kwargs}
+    with pytest.raises(error, match=match):
+        fit(tiny("bbb"), images(mnist_300.train), progress=False, **args)
+
+
+def test_user_model_mismatches(mnist_300):
+    with pytest.raises(ValueError, match="loss= needs net="):
+        fit(tiny("bbb"), mnist_300.train, progress=False, loss=gluon.loss.L2Loss())
+    net = small_cnn()
+    with pytest.raises(ValueError, match="model='bbb'"):
+        fit(tiny("plain"), images(mnist_300.train), progress=False, net=net,
+            posterior=Posterior(net, seed=0))
+    five = nn.HybridSequential()
+    five.add(nn.Dense(5, in_units=784))
+    five.initialize()
+    with pytest.raises(ValueError, match=r"integers in \[0, 4\]"):
+        fit(tiny("bbb"), mnist_300.train, progress=False, net=five)
