@@ -32,3 +32,10 @@ def test_small_predictive_benchmark_runs():
     assert done.returncode == 0, done.stderr[-2000:]
     lines = [line for line in done.stdout.splitlines() if "x the hand-written" in line]
     assert len(lines) == 3 and "predict_samples" in done.stdout
+
+
+def test_cnn_and_user_loop_benchmark_runs_in_tiny_mode():
+    done = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "bench_cnn.py"), "--tiny"],
+                          capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "x the plain CNN" in done.stdout and "x fit's time" in done.stdout
