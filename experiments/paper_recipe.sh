@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# The paper-recipe runs of docs/RESULTS.md ("The paper's own recipe"), resumable.
+#
+# They run from a git worktree pinned at the commit that started them, so later changes
+# on main never change a running experiment:
+#   git worktree add ../exp-paper 3d7a620 && (cd ../exp-paper && make setup)
+#   mkdir -p ../exp-paper/.data && ln -s "$(cd ../shared/data/mnist && pwd)" ../exp-paper/.data/mnist
+#   cd ../exp-paper && setsid nohup bash ../main/experiments/paper_recipe.sh 1200 &
+#   cd ../exp-paper && setsid nohup bash ../main/experiments/paper_recipe.sh 400 &
+# Each queue runs its commands one after another, one thread each (two queues fill the
+# two cores); a run with a checkpoint is resumed, a finished one (metrics.json) skipped.
+# Logs: runs/NAME.log. Copy config.json, history.csv, metrics.json and the plots (never
+# checkpoints) to results/ as they progress.
+set -u
+export BBB_GLUON_DATA="${BBB_GLUON_DATA:-$PWD/.data}" OMP_NUM_THREADS=1
+mkdir -p runs
+
+run() {  # run NAME ARGS...
+  local name=$1; shift
+  local out=runs/$name
+  [ -f "$out/metrics.json" ] && return 0
+  if [ -f "$out/checkpoints/latest.params" ]; then
+    .venv/bin/bbb-gluon train --out "$out" --resume --no-progress >> "runs/$name.log" 2>&1
+  else
+    .venv/bin/bbb-gluon train "$@" --out "$out" --no-progress >> "runs/$name.log" 2>&1
+  fi
+}
+
+case "${1:-}" in
+  1200)
+    run recipe-1200 --recipe paper --hidden 1200,1200 ;;
+  400)
+    run recipe-400 --recipe paper --hidden 400,400
+    run recipe-400-seed1 --recipe paper --hidden 400,400 --seed 1
+    run recipe-plain-400 --recipe paper --model plain --hidden 400,400
+    run recipe-dropout-400 --recipe paper --model dropout --hidden 400,400
+    run recipe-gaussian-400 --recipe paper --prior gaussian --prior-sigma 1 --hidden 400,400 ;;
+  *)
+    echo "usage: paper_recipe.sh 1200|400 (from the pinned worktree)" >&2; exit 2 ;;
+esac
