@@ -439,9 +439,17 @@ def _load_trainer_states(trainer, blob):
 def _build(config, ctxs):
     net = build_mlp(config.hidden, config.num_outputs, config.activation, config.num_inputs,
                     config.dropout if config.model == "dropout" else 0.0)
-    # Weights of the baselines come from the run's seed, independent of global state.
-    mx.random.seed(config.seed)
-    net.initialize(mx.init.Xavier(), ctx=ctxs)
+    net.initialize(mx.init.Zero(), ctx=ctxs)
+    # Xavier-uniform weights (MXNet's default Xavier: magnitude 3, fan average) drawn by
+    # NumPy from the run's seed, so that fit neither depends on nor changes MXNet's
+    # global random state; biases stay zero.
+    rng = np.random.default_rng([config.seed, 3])
+    for key, param in _structural_params(net).items():
+        if key.endswith(".weight"):
+            fan_out, fan_in = param.shape[0], int(np.prod(param.shape[1:]))
+            scale = math.sqrt(3.0 / ((fan_in + fan_out) / 2.0))
+            param.set_data(mx.nd.array(rng.uniform(-scale, scale, param.shape)
+                                       .astype(np.float32)))
     net.hybridize(static_alloc=True, static_shape=True)
     posterior = None
     if config.model == "bbb":
@@ -570,6 +578,12 @@ def fit(config, train, valid=None, run_dir=None, ctx=None, resume=False, progres
     TrainingDiverged
         As soon as a batch's cost (or, at an epoch's end, a parameter) is NaN or infinite;
         the run folder keeps the last good epoch.
+
+    Notes
+    -----
+    ``fit`` draws everything from NumPy generators keyed by ``config.seed`` and leaves
+    MXNet's global random state alone, except for the dropout baseline: its masks come
+    from MXNet's generator, seeded per batch so that a resumed run draws the same ones.
 
     Returns
     -------

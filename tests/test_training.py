@@ -1040,3 +1040,27 @@ def test_user_model_mismatches(mnist_300):
     five.initialize()
     with pytest.raises(ValueError, match=r"integers in \[0, 4\]"):
         fit(tiny("bbb"), mnist_300.train, progress=False, net=five)
+
+
+@pytest.mark.parametrize("model, engine", [("bbb", "auto"), ("bbb", "reference"),
+                                           ("plain", "auto")])
+def test_fit_leaves_mxnet_global_random_state_alone(mnist_300, model, engine):
+    mx.random.seed(123)
+    expected = mx.nd.random.uniform(shape=(5,)).asnumpy()
+    mx.random.seed(123)
+    fit(tiny(model, epochs=1, engine=engine), mnist_300.train, mnist_300.valid,
+        progress=False)
+    np.testing.assert_array_equal(mx.nd.random.uniform(shape=(5,)).asnumpy(), expected)
+
+
+def test_baseline_weights_are_xavier_uniform_from_the_seed():
+    from bbb_gluon.training import _build
+
+    net_a, _ = _build(tiny("plain", hidden=(300,)), [mx.cpu()])
+    net_b, _ = _build(tiny("plain", hidden=(300,)), [mx.cpu()])
+    w = net_a[0].weight.data().asnumpy()
+    np.testing.assert_array_equal(w, net_b[0].weight.data().asnumpy())  # same seed
+    scale = math.sqrt(3.0 / ((784 + 300) / 2))
+    assert np.abs(w).max() <= scale and w.std() == pytest.approx(scale / math.sqrt(3),
+                                                                 rel=0.02)
+    assert (net_a[0].bias.data().asnumpy() == 0).all()
