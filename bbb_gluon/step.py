@@ -20,6 +20,9 @@ their gradients from the same backward pass: step them with an ordinary Trainer 
 ``posterior.deterministic_params(net)`` after each call.
 """
 
+import math
+
+import mxnet as mx
 from mxnet import autograd, gluon
 
 from . import fused
@@ -27,9 +30,13 @@ from .loss import BBBLoss
 from .priors import GaussianPrior, Prior, ScaleMixturePrior
 from .sampling import use_weights
 
-__all__ = ["BBBStep", "ENGINES"]
+__all__ = ["BBBStep", "ENGINES", "NotFiniteError"]
 
 ENGINES = ("auto", "fused", "reference")
+
+
+class NotFiniteError(FloatingPointError):
+    """A cost or a parameter of a Bayes-by-Backprop step is NaN or infinite."""
 
 
 class BBBStep:
@@ -97,6 +104,9 @@ class BBBStep:
             raise ValueError(f"engine='fused' cannot run here: {reason}")
         self.engine = "reference" if engine == "reference" or reason else "fused"
         self._fused = None
+        # Running sum of the costs since the last check_finite(): a NaN or infinity stays
+        # in it, so one device-side addition per call is all the watching costs.
+        self._watch, self._checked, self._calls = None, 0, 0
         if self.engine == "fused":
             self._fused = fused.FusedBBBStep(net, posterior, trainer, prior, complexity, loss,
                                              self.loss.weight_of, self.loss.skip_below)
@@ -140,11 +150,38 @@ class BBBStep:
         """
         step_size = X.shape[0] if self.loss_reduction == "mean" else 1
         if self._fused is not None:
-            return self._fused(X, y, batch_index, self.samples, eps=eps,
-                               want_complexity=want_complexity, step_size=step_size)
-        return reference_step(self.net, self.posterior, self.loss, self.trainer, X, y,
-                              batch_index, self.posterior.contexts, self.samples, eps,
-                              step_size)
+            costs = self._fused(X, y, batch_index, self.samples, eps=eps,
+                                want_complexity=want_complexity, step_size=step_size)
+        else:
+            costs = reference_step(self.net, self.posterior, self.loss, self.trainer, X, y,
+                                   batch_index, self.posterior.contexts, self.samples, eps,
+                                   step_size)
+        self._calls += 1
+        total = costs[0] if costs[1] is None else costs[0] + costs[1]
+        self._watch = total if self._watch is None else self._watch + total
+        return costs
+
+    def check_finite(self):
+        """Raise :class:`NotFiniteError` if a cost returned since the last check, a mu or
+        rho of the posterior, or a parameter of the network is NaN or infinite.
+
+        One host sync and one pass over the parameters: call it every few hundred steps,
+        or once an epoch, rather than every step. The message names the calls or the
+        parameter.
+        """
+        watch, first = self._watch, self._checked + 1
+        self._watch, self._checked = None, self._calls
+        if watch is not None and not math.isfinite(float(watch.asscalar())):
+            raise NotFiniteError(f"a cost returned by step calls {first} to {self._calls} "
+                                 "is not finite")
+        named = [(f"{k} (mu)", m) for k, m in zip(self.posterior.keys, self.posterior.mu(),
+                                                  strict=True)]
+        named += [(f"{k} (rho)", r) for k, r in zip(self.posterior.keys, self.posterior.rho(),
+                                                    strict=True)]
+        named += [(p.name, p.data(p.list_ctx()[0])) for p in self.net.collect_params().values()]
+        for name, value in named:
+            if not math.isfinite(float(mx.nd.sum(value * 0).asscalar())):
+                raise NotFiniteError(f"parameter {name} holds NaN or infinite values")
 
 
 def reference_step(net, posterior, loss_fn, trainer, X, y, batch_index, ctxs, samples=1,

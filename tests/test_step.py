@@ -212,3 +212,33 @@ def test_engine_choice_and_errors():
     other = mlp(mx.cpu(), outputs=3)
     with pytest.raises(ValueError, match="does not match"):
         BBBStep(other, posterior, MIXTURE, "softmax", trainer, num_batches=2)
+
+
+@pytest.mark.parametrize("engine", ["fused", "reference"])
+def test_check_finite_names_what_went_wrong(engine):
+    from bbb_gluon.step import NotFiniteError
+
+    net = mlp(mx.cpu())
+    posterior = Posterior(net, seed=0)
+    trainer = gluon.Trainer(posterior.params, "sgd", {"learning_rate": 0.01})
+    step = BBBStep(net, posterior, MIXTURE, gluon.loss.SoftmaxCrossEntropyLoss(), trainer,
+                   num_batches=3, engine=engine)
+    X, y = next(batches("class"))
+    step(X, y, 0)
+    step.check_finite()  # all finite
+    # A NaN rho: the fused kernels would compute a tiny finite sigma from it, so only the
+    # parameter check can see it.
+    rho = posterior.rho()[2].copy()
+    rho[0, 0] = float("nan")
+    posterior.params["posterior_" + posterior.keys[2] + "_rho"].set_data(rho)
+    with pytest.raises(NotFiniteError, match=r"1\.weight \(rho\)"):
+        step.check_finite()
+    posterior.params["posterior_" + posterior.keys[2] + "_rho"].set_data(
+        mx.nd.full(rho.shape, -3.0))
+    huge = BBBStep(net, posterior, MIXTURE, gluon.loss.SoftmaxCrossEntropyLoss(),
+                   gluon.Trainer(posterior.params, "sgd", {"learning_rate": 1e12}),
+                   num_batches=3, engine=engine)
+    for i, (Xb, yb) in enumerate(batches("class", steps=3)):
+        huge(Xb * 1e3, yb, i)
+    with pytest.raises(NotFiniteError, match="step calls 1 to 3"):
+        huge.check_finite()
