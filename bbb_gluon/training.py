@@ -531,10 +531,16 @@ def fit(config, train, valid=None, run_dir=None, ctx=None, resume=False, progres
         With ``net``, its architecture fields (hidden, activation, num_inputs,
         num_outputs, dropout) are not used; ``model`` says whether the network gets a
         posterior ("bbb") or is trained as it is ("plain", "dropout").
-    train : (X, y)
+    train : (X, y) or gluon.data.DataLoader
         NumPy arrays: ``X`` of shape ``(N, num_inputs)`` for the package's MLP, or any
         ``(N, ...)`` the given ``net`` takes (images ``(N, 1, 28, 28)``); ``y`` integer
         labels ``(N,)``, or real-valued targets ``(N, ...)`` with a ``loss`` of your own.
+        Arrays are checked up front and shuffled each epoch by a permutation of
+        ``(seed, epoch)``. With ``net``, a Gluon ``DataLoader`` of ``(X, y)`` batches also
+        works; its data are not checked up front, and a run resumed inside an epoch
+        replays the loader from the epoch's start, skipping the batches done: exact only
+        if the loader yields the same batches each time (no shuffling, or a sampler of
+        its own that depends on the epoch alone).
     valid : (X, y), optional
         Validation split; the best checkpoint is chosen by its error with the means.
     run_dir : str, optional
@@ -593,13 +599,20 @@ def fit(config, train, valid=None, run_dir=None, ctx=None, resume=False, progres
         raise TypeError("config must be a TrainConfig")
     config.validate()
     task = _check_user_model(config, net, posterior, loss)
+    from_loader = isinstance(train, gluon.data.DataLoader)
+    if from_loader and net is None:
+        raise ValueError("a DataLoader needs net=: the package's MLP trains from arrays")
     if ctx is None and net is not None:
         ctx = next(iter(net.collect_params().values())).list_ctx()
     ctxs = ctx if isinstance(ctx, list | tuple) else [ctx or mx.current_context()]
     ctxs = list(ctxs)
     if task is not None and task[0] == "classes":
-        task = ("classes", _num_classes(net, train[0], ctxs[0], config.likelihood))
-    X, y = _check_arrays("training", *train, config, task)
+        first = next(iter(train))[0].asnumpy() if from_loader else train[0]
+        task = ("classes", _num_classes(net, first, ctxs[0], config.likelihood))
+    if from_loader:
+        X = y = None  # the loader's data are read batch by batch, not checked up front
+    else:
+        X, y = _check_arrays("training", *train, config, task)
     if valid is not None and len(valid[0]):
         Xv, yv = _check_arrays("validation", *valid, config, task)
     else:
@@ -619,8 +632,17 @@ def fit(config, train, valid=None, run_dir=None, ctx=None, resume=False, progres
     elif resume:
         raise ValueError("resume=True needs a run_dir")
 
-    loader = ArrayLoader(X, y, config.batch_size, shuffle=True, seed=config.seed, ctx=ctxs[0])
-    num_batches = len(loader)
+    if from_loader:
+        num_batches = len(train)
+
+        def epoch_batches(epoch):
+            for xb, yb in train:
+                yield xb.as_in_context(ctxs[0]), yb.as_in_context(ctxs[0])
+    else:
+        loader = ArrayLoader(X, y, config.batch_size, shuffle=True, seed=config.seed,
+                             ctx=ctxs[0])
+        num_batches = len(loader)
+        epoch_batches = loader.epoch
     if net is None:
         net, posterior = _build(config, ctxs)
     elif config.model == "bbb" and posterior is None:
@@ -709,7 +731,9 @@ def fit(config, train, valid=None, run_dir=None, ctx=None, resume=False, progres
             first_bad = mx.nd.full((1,), -1.0, ctx=ctxs[0])
             t0 = time.perf_counter()
             stopped_at = None
-            for i, (xb, yb) in enumerate(loader.epoch(epoch)):
+            num_examples = 0
+            for i, (xb, yb) in enumerate(epoch_batches(epoch)):
+                num_examples += xb.shape[0]
                 if i < skip:
                     continue
                 report = (i + 1) % config.log_every == 0
@@ -762,7 +786,7 @@ def fit(config, train, valid=None, run_dir=None, ctx=None, resume=False, progres
             _check_parameters(net, posterior, epoch, run_dir)
             complexity = (pi_sum * float(acc_cplx.asscalar()) / measured
                           if posterior is not None and measured else 0.0)
-            row = _epoch_row(epoch, float(acc_nll.asscalar()), complexity, len(y), seconds,
+            row = _epoch_row(epoch, float(acc_nll.asscalar()), complexity, num_examples, seconds,
                              net, posterior, config, Xv, yv, ctxs[0], Xm, ym, loss)
             history.append(row)
             improved = Xv is not None and (best["error"] is None

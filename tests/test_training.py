@@ -1064,3 +1064,32 @@ def test_baseline_weights_are_xavier_uniform_from_the_seed():
     assert np.abs(w).max() <= scale and w.std() == pytest.approx(scale / math.sqrt(3),
                                                                  rel=0.02)
     assert (net_a[0].bias.data().asnumpy() == 0).all()
+
+
+def _loader(split, batch_size=64):
+    X, y = images(split)
+    dataset = gluon.data.ArrayDataset(mx.nd.array(X), mx.nd.array(y))
+    return gluon.data.DataLoader(dataset, batch_size=batch_size, shuffle=False)
+
+
+def test_fit_from_a_dataloader_trains_and_resumes_exactly(mnist_300, tmp_path):
+    config = tiny("bbb", epochs=3, lr=0.01, eval_samples=0)
+    full = fit(config, _loader(mnist_300.train), images(mnist_300.valid), progress=False,
+               net=small_cnn())
+    errors = [row["valid_error"] for row in full.history]
+    assert errors[-1] < 0.7 and all(math.isfinite(r["cost"]) for r in full.history)
+    assert full.history[0]["nll_per_example"] == pytest.approx(
+        full.history[0]["likelihood_cost"] / 300)
+    run_dir = tmp_path / "run"
+    with pytest.raises(TrainingInterrupted):
+        fit(config, _loader(mnist_300.train), images(mnist_300.valid), run_dir=run_dir,
+            progress=False, stop_after_batches=7, net=small_cnn())
+    resumed = fit(config, _loader(mnist_300.train), images(mnist_300.valid), run_dir=run_dir,
+                  resume=True, progress=False, net=small_cnn())
+    assert_same_history(resumed.history, full.history)
+    assert_same_params(resumed, full)
+
+
+def test_a_dataloader_needs_a_network(mnist_300):
+    with pytest.raises(ValueError, match="DataLoader needs net="):
+        fit(tiny("bbb"), _loader(mnist_300.train), progress=False)
