@@ -179,9 +179,18 @@ class BBBStep:
         named += [(f"{k} (rho)", r) for k, r in zip(self.posterior.keys, self.posterior.rho(),
                                                     strict=True)]
         named += [(p.name, p.data(p.list_ctx()[0])) for p in self.net.collect_params().values()]
-        for name, value in named:
-            if not math.isfinite(float(mx.nd.sum(value * 0).asscalar())):
-                raise NotFiniteError(f"parameter {name} holds NaN or infinite values")
+        name = first_not_finite(named)
+        if name is not None:
+            raise NotFiniteError(f"parameter {name} holds NaN or infinite values")
+
+
+def first_not_finite(named_arrays):
+    """The name of the first ``(name, NDArray)`` pair holding a NaN or an infinity, else
+    None (one pass and one host read per array: NaN * 0 and inf * 0 are NaN)."""
+    for name, value in named_arrays:
+        if not math.isfinite(float(mx.nd.sum(value * 0).asscalar())):
+            return name
+    return None
 
 
 def reference_step(net, posterior, loss_fn, trainer, X, y, batch_index, ctxs, samples=1,

@@ -46,7 +46,7 @@ from .posterior import Posterior, PosteriorMismatchError, _structural_params, ch
 from .prediction import error_rate, predict_proba
 from .priors import make_prior
 from .sampling import use_means
-from .step import BBBStep
+from .step import BBBStep, first_not_finite
 
 __all__ = ["TrainConfig", "TrainResult", "fit", "build_mlp", "load_run",
            "CheckpointError", "TrainingInterrupted", "TrainingDiverged", "MODELS"]
@@ -854,11 +854,11 @@ def _kept(epoch, run_dir):
 def _check_parameters(net, posterior, epoch, run_dir):
     """Raise :class:`TrainingDiverged` naming the first parameter with a NaN or infinity
     (one pass per array, once an epoch)."""
-    for name, value in _model_arrays(net, posterior).items():
-        if not math.isfinite(float(mx.nd.sum(value * 0).asscalar())):
-            raise TrainingDiverged(
-                f"training diverged in epoch {epoch + 1}: parameter {name} holds NaN or "
-                f"infinite values; {_kept(epoch, run_dir)}.", epoch + 1, None)
+    name = first_not_finite(_model_arrays(net, posterior).items())
+    if name is not None:
+        raise TrainingDiverged(
+            f"training diverged in epoch {epoch + 1}: parameter {name} holds NaN or "
+            f"infinite values; {_kept(epoch, run_dir)}.", epoch + 1, None)
 
 
 def _epoch_row(epoch, nll, complexity, num_examples, seconds, net, posterior, config,
