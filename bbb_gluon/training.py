@@ -355,10 +355,17 @@ def _fmt(v):
     return str(v)
 
 
-def _model_arrays(net, posterior):
-    """Every array that defines the model: mu and rho of the posterior (``"<key>|mu"``) and
-    the network's other parameters, BatchNorm statistics included, under their names."""
+_LOSS = "loss:"  # prefix of a loss's own parameters (a learned noise scale) in checkpoints
+
+
+def _model_arrays(net, posterior, loss=None):
+    """Every array that defines the model: mu and rho of the posterior (``"<key>|mu"``),
+    the network's other parameters, BatchNorm statistics included, under their names, and
+    the parameters of a loss that has some (``"loss:<name>"``)."""
     out = {}
+    if loss is not None:
+        out.update({_LOSS + k: p.data(p.list_ctx()[0])
+                    for k, p in _structural_params(loss).items()})
     covered = set(posterior.keys) if posterior is not None else set()
     if posterior is not None:
         for key, mu, rho in zip(posterior.keys, posterior.mu(), posterior.rho(), strict=True):
@@ -370,8 +377,12 @@ def _model_arrays(net, posterior):
     return out
 
 
-def _set_model_arrays(arrays, net, posterior, path):
+def _set_model_arrays(arrays, net, posterior, path, loss=None):
     targets = {}
+    if loss is not None:
+        targets.update({_LOSS + k: (p, p.shape) for k, p in _structural_params(loss).items()})
+    else:  # reading a run back without its loss: its parameters are not needed
+        arrays = {k: v for k, v in arrays.items() if not k.startswith(_LOSS)}
     covered = set(posterior.keys) if posterior is not None else set()
     if posterior is not None:
         for key, shape, mu, rho in zip(posterior.keys, posterior.shapes,
@@ -389,10 +400,10 @@ def _set_model_arrays(arrays, net, posterior, path):
         param.set_data(arrays[name])
 
 
-def _save_checkpoint(path, net, posterior, trainers, meta):
+def _save_checkpoint(path, net, posterior, trainers, meta, loss=None):
     """``trainers``: None (a weights-only checkpoint) or the run's trainers, whose optimiser
     states are stored as ``__trainer__``, ``__trainer1__``, ..."""
-    arrays = dict(_model_arrays(net, posterior))
+    arrays = dict(_model_arrays(net, posterior, loss))
     arrays["__meta__"] = json_array(meta)
     for i, trainer in enumerate(trainers or []):
         fd, tmp = tempfile.mkstemp(prefix=".tmp-states-")
@@ -577,7 +588,9 @@ def fit(config, train, valid=None, run_dir=None, ctx=None, resume=False, progres
         The likelihood cost, any Gluon loss with one value per example (``L2Loss`` for
         regression, say); default: the one ``config.likelihood`` names. With a loss of
         your own, the history records ``valid_loss`` (the mean per example, with the
-        means) instead of error rates, and the best epoch is chosen by it.
+        means) instead of error rates, and the best epoch is chosen by it. A loss with
+        parameters of its own (an initialised learned noise scale, say) has them trained
+        alongside the network's deterministic parameters and saved in the checkpoints.
 
     Raises
     ------
@@ -664,10 +677,15 @@ def fit(config, train, valid=None, run_dir=None, ctx=None, resume=False, progres
                        engine=config.engine, loss_reduction=config.loss_reduction)
         pi_sum = sum(step.loss.weight_of(i) for i in range(num_batches))
         rest = posterior.deterministic_params(net)
+        if loss is not None:
+            rest.update(loss.collect_params())
         if list(rest.keys()):
             others.append(_make_trainer(config, rest, ctxs))
     else:
-        trainer = _make_trainer(config, net.collect_params(), ctxs)
+        params = net.collect_params()
+        if loss is not None:
+            params.update(loss.collect_params())
+        trainer = _make_trainer(config, params, ctxs)
         pi_sum = 0.0
     setup = {"engine": step.engine if step is not None else "plain",
              "contexts": [str(c) for c in ctxs],
@@ -684,7 +702,7 @@ def fit(config, train, valid=None, run_dir=None, ctx=None, resume=False, progres
                              f"with epochs >= {meta['epoch']} (equal: end the run there, "
                              f"dropping a partly trained epoch), not {config.epochs}")
         try:
-            _set_model_arrays(arrays, net, posterior, latest_path)
+            _set_model_arrays(arrays, net, posterior, latest_path, loss)
         except PosteriorMismatchError as e:
             raise CheckpointError(str(e)) from None
         if meta["trainer_states"] is not None:
@@ -780,10 +798,10 @@ def fit(config, train, valid=None, run_dir=None, ctx=None, resume=False, progres
                             "complexity_sum": float(acc_cplx.asscalar()),
                             "measured": measured, "seconds": seconds}
                     _save_checkpoint(latest_path, net, posterior, [trainer, *others],
-                                     meta_now(epoch, stopped_at, part))
+                                     meta_now(epoch, stopped_at, part), loss)
                 break
             _raise_if_diverged(first_bad, acc_nll, acc_cplx, epoch, run_dir)
-            _check_parameters(net, posterior, epoch, run_dir)
+            _check_parameters(net, posterior, epoch, run_dir, loss)
             complexity = (pi_sum * float(acc_cplx.asscalar()) / measured
                           if posterior is not None and measured else 0.0)
             row = _epoch_row(epoch, float(acc_nll.asscalar()), complexity, num_examples, seconds,
@@ -794,12 +812,13 @@ def fit(config, train, valid=None, run_dir=None, ctx=None, resume=False, progres
             if improved or (Xv is None):
                 best = {"epoch": epoch + 1, "error": row.get(metric)}
                 if restore_best and Xv is not None:
-                    best_arrays = {k: v.copy() for k, v in _model_arrays(net, posterior).items()}
+                    best_arrays = {k: v.copy()
+                                   for k, v in _model_arrays(net, posterior, loss).items()}
             if run_dir is not None:
                 meta = meta_now(epoch + 1, 0, None)
                 if improved or Xv is None:
-                    _save_checkpoint(best_path, net, posterior, None, meta)
-                _save_checkpoint(latest_path, net, posterior, [trainer, *others], meta)
+                    _save_checkpoint(best_path, net, posterior, None, meta, loss)
+                _save_checkpoint(latest_path, net, posterior, [trainer, *others], meta, loss)
                 _write_history(run_dir, history)
             if sig["stop"] or (stop_after_batches is not None
                                and batches_done >= stop_after_batches
@@ -810,7 +829,7 @@ def fit(config, train, valid=None, run_dir=None, ctx=None, resume=False, progres
         if best_arrays is None and run_dir is not None:  # best epoch was before a resume
             best_arrays, _ = _read_checkpoint(best_path)
         if best_arrays is not None:
-            _set_model_arrays(best_arrays, net, posterior, "best weights")
+            _set_model_arrays(best_arrays, net, posterior, "best weights", loss)
     result = TrainResult(net, posterior, history, config, run_dir, best["epoch"], interrupted)
     if interrupted:
         exc = TrainingInterrupted(
@@ -851,10 +870,10 @@ def _kept(epoch, run_dir):
             "good one")
 
 
-def _check_parameters(net, posterior, epoch, run_dir):
+def _check_parameters(net, posterior, epoch, run_dir, loss=None):
     """Raise :class:`TrainingDiverged` naming the first parameter with a NaN or infinity
     (one pass per array, once an epoch)."""
-    name = first_not_finite(_model_arrays(net, posterior).items())
+    name = first_not_finite(_model_arrays(net, posterior, loss).items())
     if name is not None:
         raise TrainingDiverged(
             f"training diverged in epoch {epoch + 1}: parameter {name} holds NaN or "
@@ -920,6 +939,12 @@ def _check_user_model(config, net, posterior, loss):
         posterior.check_net(net)
     if loss is not None and not isinstance(loss, gluon.loss.Loss):
         raise TypeError(f"loss must be a gluon.loss.Loss, got {type(loss).__name__}")
+    for name, param in (loss.collect_params().items() if loss is not None else []):
+        try:
+            param.data(param.list_ctx()[0])
+        except Exception:
+            raise ValueError(f"the loss's parameter {name!r} has no value yet: call "
+                             "loss.initialize() before fit") from None
     return ("classes", None) if loss is None else ("targets", None)
 
 

@@ -1093,3 +1093,53 @@ def test_fit_from_a_dataloader_trains_and_resumes_exactly(mnist_300, tmp_path):
 def test_a_dataloader_needs_a_network(mnist_300):
     with pytest.raises(ValueError, match="DataLoader needs net="):
         fit(tiny("bbb"), _loader(mnist_300.train), progress=False)
+
+
+class _LearnedNoiseNLL(gluon.loss.Loss):
+    """-log N(y | pred, s^2) per example, with s = exp(log_s) learned."""
+
+    def __init__(self, **kwargs):
+        super().__init__(None, 0, **kwargs)
+        with self.name_scope():
+            self.log_s = self.params.get("log_s", shape=(1,), init=mx.init.Zero())
+
+    def hybrid_forward(self, F, pred, label, log_s):
+        sq = F.broadcast_mul(F.square(pred - label), F.exp(-2 * log_s)) * 0.5
+        return F.broadcast_add(F.sum(sq, axis=-1), log_s)
+
+
+def test_a_loss_with_its_own_parameters_is_trained_and_checkpointed(tmp_path):
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(400, 3)).astype(np.float32)
+    y = (X @ np.array([[1.0], [-2.0], [0.5]]) + 0.3 * rng.normal(size=(400, 1)))
+
+    def make():
+        net = nn.HybridSequential()
+        net.add(nn.Dense(16, activation="tanh", in_units=3), nn.Dense(1, in_units=16))
+        mx.random.seed(0)
+        net.initialize(mx.init.Xavier())
+        loss = _LearnedNoiseNLL()
+        loss.initialize()
+        return net, loss
+
+    config = tiny("bbb", epochs=4, lr=0.05, batch_size=50, rho_init=-5.0, eval_samples=0,
+                  prior={"kind": "gaussian", "sigma": 1.0})
+    net, loss = make()
+    full = fit(config, (X[:300], y[:300]), (X[300:], y[300:]), progress=False, net=net,
+               loss=loss, run_dir=tmp_path / "full")
+    log_s = loss.log_s.data().asscalar()
+    assert math.isfinite(log_s) and abs(log_s) > 0.05  # trained: it started at 0
+    net2, loss2 = make()
+    with pytest.raises(TrainingInterrupted):
+        fit(config, (X[:300], y[:300]), (X[300:], y[300:]), progress=False, net=net2,
+            loss=loss2, run_dir=tmp_path / "run", stop_after_batches=9)
+    net3, loss3 = make()
+    resumed = fit(config, (X[:300], y[:300]), (X[300:], y[300:]), progress=False, net=net3,
+                  loss=loss3, run_dir=tmp_path / "run", resume=True)
+    assert_same_history(resumed.history, full.history)
+    assert loss3.log_s.data().asscalar() == pytest.approx(log_s, rel=1e-5)
+    # read back without the loss: its parameter is simply not needed
+    _, posterior, _, _ = load_run(tmp_path / "full", "latest", net=make()[0])
+    assert posterior.keys == ["0.weight", "0.bias", "1.weight", "1.bias"]
+    with pytest.raises(ValueError, match="loss.initialize"):
+        fit(config, (X, y), progress=False, net=make()[0], loss=_LearnedNoiseNLL())
