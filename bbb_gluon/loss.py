@@ -31,7 +31,8 @@ from mxnet.gluon.loss import Loss, _apply_weighting
 from . import ops
 from .priors import HALF_LOG_2PI, Prior
 
-__all__ = ["BBBLoss", "complexity_weight", "blundell_weights", "complexity_cost",
+__all__ = ["BBBLoss", "GaussianNLLLoss", "complexity_weight", "blundell_weights",
+           "complexity_cost",
            "LIKELIHOODS", "WEIGHTINGS"]
 
 LIKELIHOODS = ("softmax", "bernoulli", "gaussian")
@@ -105,6 +106,52 @@ def complexity_cost(sample, posterior, prior, kind="mc"):
     for w in sample.weights[1:]:
         log_p = log_p + prior.log_prob(w)
     return posterior.log_q(sample, log_sigmas) - log_p
+
+
+class GaussianNLLLoss(Loss):
+    r"""Negative log-likelihood of real-valued targets under :math:`N(\text{pred}, s^2)`.
+
+    Per example: :math:`\sum_d (y_d - \hat y_d)^2 / (2 s^2) + D (\log s + \tfrac12
+    \log 2\pi)`. With ``noise_sigma=None`` the noise scale :math:`s = \mathrm{softplus}(
+    \rho_s)` is a parameter of this loss, learned with the network: initialise the loss
+    (``loss.initialize(ctx=...)``) and ``fit(..., loss=loss)`` trains and checkpoints it.
+
+    Parameters
+    ----------
+    noise_sigma : float or None, default None
+        A fixed noise standard deviation, or None to learn it (starting at 1).
+    """
+
+    def __init__(self, noise_sigma=None, weight=None, batch_axis=0, **kwargs):
+        super().__init__(weight, batch_axis, **kwargs)
+        if noise_sigma is not None and not (isinstance(noise_sigma, numbers.Real)
+                                            and math.isfinite(noise_sigma) and noise_sigma > 0):
+            raise ValueError(f"noise_sigma must be a finite number > 0 or None, "
+                             f"got {noise_sigma!r}")
+        self.noise_sigma = noise_sigma
+        if noise_sigma is None:
+            with self.name_scope():
+                self.noise_rho = self.params.get(
+                    "noise_rho", shape=(1,), init=mx.init.Constant(ops.inverse_softplus(1.0)))
+
+    def sigma(self, ctx=None):
+        """The noise standard deviation :math:`s` (a float)."""
+        if self.noise_sigma is not None:
+            return float(self.noise_sigma)
+        rho = self.noise_rho.data(ctx or self.noise_rho.list_ctx()[0])
+        return float(ops.softplus(rho).asscalar())
+
+    def hybrid_forward(self, F, pred, label, noise_rho=None):
+        if noise_rho is None:
+            s = self.noise_sigma
+            nll = F.sum(F.square(pred - label), axis=-1) * (0.5 / s**2) + \
+                pred.shape[-1] * (math.log(s) + HALF_LOG_2PI)
+        else:
+            s = ops.softplus(noise_rho, F)
+            sq = F.broadcast_div(F.square(pred - label), 2 * F.square(s))
+            nll = F.broadcast_add(F.sum(sq, axis=-1),
+                                  (F.log(s) + HALF_LOG_2PI) * pred.shape[-1])
+        return _apply_weighting(F, nll, self._weight, None)
 
 
 class BBBLoss(Loss):

@@ -773,3 +773,26 @@ def test_two_moons_training_reaches_high_accuracy(prior, complexity):
         acc = (net(X).argmax(axis=1) == Y).mean().asscalar()
     # a linear classifier gets about 0.88 on this data; 8 runs with other seeds got 0.97-1.0
     assert acc >= 0.93, (acc0, acc)
+
+
+@pytest.mark.parametrize("noise_sigma", [None, 0.3])
+def test_gaussian_nll_loss_matches_float64(noise_sigma):
+    from bbb_gluon.loss import GaussianNLLLoss
+
+    rng = np.random.default_rng(0)
+    pred, label = rng.normal(size=(6, 2)), rng.normal(size=(6, 2))
+    loss = GaussianNLLLoss(noise_sigma)
+    loss.initialize()
+    s = 1.0 if noise_sigma is None else noise_sigma
+    expected = ((label - pred) ** 2).sum(axis=1) / (2 * s**2) + 2 * (math.log(s)
+                                                                      + 0.5 * math.log(2 * math.pi))
+    got = loss(mx.nd.array(pred), mx.nd.array(label)).asnumpy()
+    np.testing.assert_allclose(got, expected, rtol=1e-5)
+    assert loss.sigma() == pytest.approx(s, rel=1e-5)
+    if noise_sigma is None:  # the noise scale gets a gradient
+        with autograd.record():
+            value = loss(mx.nd.array(pred), mx.nd.array(label)).sum()
+        value.backward()
+        assert loss.noise_rho.grad().asscalar() != 0
+    with pytest.raises(ValueError, match="noise_sigma"):
+        GaussianNLLLoss(0.0)
