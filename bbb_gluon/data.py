@@ -32,6 +32,8 @@ from pathlib import Path
 import mxnet as mx
 import numpy as np
 
+from ._checks import check_int
+
 __all__ = [
     "DATASETS",
     "ENV_VAR",
@@ -513,14 +515,6 @@ class Splits:
         return f"Splits(name={self.name!r}, {sizes}, transform={self.transform!r})"
 
 
-def _check_int(value, what: str, minimum: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, int | np.integer):
-        raise ValueError(f"{what} must be an integer, got {value!r}")
-    if value < minimum:
-        raise ValueError(f"{what} must be >= {minimum}, got {value}")
-    return int(value)
-
-
 def load_dataset(
     name: str = "mnist",
     root: str | os.PathLike | None = None,
@@ -569,15 +563,15 @@ def load_dataset(
     _check_name(name)
     if not isinstance(transform, PixelTransform):
         transform = PixelTransform(transform)
-    num_valid = _check_int(num_valid, "num_valid", 0)
+    num_valid = check_int(num_valid, "num_valid", 0)
     if num_valid >= NUM_TRAIN:
         raise ValueError(
             f"num_valid must be < {NUM_TRAIN} (the number of training images) so that some "
             f"remain for training, got {num_valid}"
         )
-    seed = _check_int(seed, "seed", 0)
+    seed = check_int(seed, "seed", 0)
     if subset is not None:
-        subset = _check_int(subset, "subset", 1)
+        subset = check_int(subset, "subset", 1)
 
     images, labels = load_raw(name, train=True, root=root)
     test_images, test_labels = load_raw(name, train=False, root=root)
@@ -656,8 +650,8 @@ class ArrayLoader:
                              f"(N, ...), got {desc}")
         if len(X) != len(y):
             raise ValueError(f"X and y differ in length: {len(X)} inputs but {len(y)} labels")
-        self.batch_size = _check_int(batch_size, "batch_size", 1)
-        self.seed = _check_int(seed, "seed", 0)
+        self.batch_size = check_int(batch_size, "batch_size", 1)
+        self.seed = check_int(seed, "seed", 0)
         if last_batch not in ("keep", "discard"):
             raise ValueError(f"last_batch must be 'keep' or 'discard', got {last_batch!r}")
         self.last_batch = last_batch
@@ -676,7 +670,7 @@ class ArrayLoader:
 
     def order(self, epoch: int) -> np.ndarray:
         """Example indices in the order epoch ``epoch`` visits them, ``int64`` ``(N,)``."""
-        epoch = _check_int(epoch, "epoch", 0)
+        epoch = check_int(epoch, "epoch", 0)
         if not self.shuffle:
             return np.arange(self.num_examples)
         return np.random.default_rng([self.seed, epoch]).permutation(self.num_examples)
@@ -745,8 +739,8 @@ def two_moons(n: int = 1000, noise: float = 0.2, seed: int = 0) -> tuple[np.ndar
     y : numpy.ndarray
         ``int32``, shape ``(n,)``, values 0 and 1.
     """
-    n = _check_int(n, "n", 2)
-    seed = _check_int(seed, "seed", 0)
+    n = check_int(n, "n", 2)
+    seed = check_int(seed, "seed", 0)
     if not (noise >= 0 and math.isfinite(noise)):
         raise ValueError(f"noise must be a finite number >= 0, got {noise!r}")
     n_out = n // 2
@@ -798,8 +792,8 @@ def regression_curve(
     y : numpy.ndarray
         ``float32``, shape ``(n, 1)``.
     """
-    n = _check_int(n, "n", 1)
-    seed = _check_int(seed, "seed", 0)
+    n = check_int(n, "n", 1)
+    seed = check_int(seed, "seed", 0)
     if not (math.isfinite(low) and math.isfinite(high) and low < high):
         raise ValueError(f"need finite low < high, got low={low!r}, high={high!r}")
     if not (math.isfinite(noise_std) and noise_std >= 0):

@@ -10,6 +10,7 @@ run folder, the files and the printing.
 from dataclasses import dataclass
 
 from . import metrics
+from ._checks import check_int
 from .prediction import error_rate, predict_proba, uncertainty
 
 __all__ = ["Evaluation", "evaluate_model", "PREDICTIVES"]
@@ -73,10 +74,8 @@ def evaluate_model(net, X, y, posterior=None, model="bbb", samples=100, X_ood=No
         raise ValueError(f"model must be one of {sorted(PREDICTIVES)}, got {model!r}")
     if model == "bbb" and posterior is None:
         raise ValueError("model='bbb' needs its posterior")
-    if isinstance(samples, bool) or not isinstance(samples, int) or samples < 1:
-        raise ValueError(f"samples must be an integer >= 1, got {samples!r}")
-    if isinstance(bins, bool) or not isinstance(bins, int) or bins < 1:
-        raise ValueError(f"bins must be an integer >= 1, got {bins!r}")
+    check_int(samples, "samples", 1)
+    check_int(bins, "bins", 1)
     bayesian = model != "plain"
 
     def predictive(inputs):

@@ -29,6 +29,7 @@ import mxnet as mx
 from mxnet.gluon.loss import Loss, _apply_weighting
 
 from . import ops
+from ._checks import check_positive
 from .priors import HALF_LOG_2PI, Prior
 
 __all__ = ["BBBLoss", "GaussianNLLLoss", "complexity_weight", "blundell_weights",
@@ -124,10 +125,7 @@ class GaussianNLLLoss(Loss):
 
     def __init__(self, noise_sigma=None, weight=None, batch_axis=0, **kwargs):
         super().__init__(weight, batch_axis, **kwargs)
-        if noise_sigma is not None and not (isinstance(noise_sigma, numbers.Real)
-                                            and math.isfinite(noise_sigma) and noise_sigma > 0):
-            raise ValueError(f"noise_sigma must be a finite number > 0 or None, "
-                             f"got {noise_sigma!r}")
+        check_positive(noise_sigma, "noise_sigma", allow_none=True)
         self.noise_sigma = noise_sigma
         if noise_sigma is None:
             with self.name_scope():
@@ -237,10 +235,7 @@ class BBBLoss(Loss):
             complexity_weight(weighting, 0, num_batches)  # validates num_batches
         else:
             complexity_weight(weighting, 0, 1)  # validates the constant
-        if noise_sigma is not None and not (isinstance(noise_sigma, numbers.Real)
-                                            and math.isfinite(noise_sigma) and noise_sigma > 0):
-            raise ValueError(f"noise_sigma must be a finite number > 0 or None, "
-                             f"got {noise_sigma!r}")
+        check_positive(noise_sigma, "noise_sigma", allow_none=True)
         self.posterior = posterior
         self.prior = prior
         self.likelihood = likelihood

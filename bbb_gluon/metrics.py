@@ -25,6 +25,8 @@ References
 
 import numpy as np
 
+from ._checks import check_int
+
 __all__ = ["nll", "brier_score", "expected_calibration_error", "reliability_data", "auroc",
            "calibration_summary", "DEFAULT_BINS"]
 
@@ -108,9 +110,7 @@ def reliability_data(probs, y, num_bins=DEFAULT_BINS):
         an empty bin; ``"num_examples"`` int.
     """
     p, labels = _check(probs, y)
-    if isinstance(num_bins, bool) or not isinstance(num_bins, int | np.integer) \
-            or num_bins < 1:
-        raise ValueError(f"num_bins must be an int >= 1, got {num_bins!r}")
+    num_bins = check_int(num_bins, "num_bins", 1)
     edges = np.linspace(0.0, 1.0, num_bins + 1)
     confidence = p.max(axis=1)
     correct = (p.argmax(axis=1) == labels).astype(np.float64)

@@ -27,6 +27,7 @@ from mxnet import autograd, gluon
 from mxnet.gluon import nn
 
 from . import ops
+from ._checks import check_positive
 from ._files import array_json, atomic_nd_save, json_array, read_nd_file
 from .noise import NoiseSource
 from .priors import HALF_LOG_2PI
@@ -191,9 +192,7 @@ class Posterior:
         named = bayesian_parameters(net, select)
         if mu_init not in ("normal", "uniform", "copy"):
             raise ValueError(f"mu_init must be 'normal', 'uniform' or 'copy', got {mu_init!r}")
-        if isinstance(mu_scale, bool) or not (isinstance(mu_scale, int | float)
-                                              and math.isfinite(mu_scale) and mu_scale > 0):
-            raise ValueError(f"mu_scale must be a finite number > 0, got {mu_scale!r}")
+        check_positive(mu_scale, "mu_scale")
         if sigma_init is not None:
             rho_init = ops.inverse_softplus(sigma_init)
         rho_range = check_rho_init(rho_init)

@@ -18,6 +18,7 @@ from mxnet import autograd
 from mxnet.gluon import nn
 
 from . import fused
+from ._checks import check_int
 from .sampling import use_means, use_weights
 
 __all__ = ["predict_proba", "predict_samples", "error_rate", "PREDICTION_STREAM", "entropy",
@@ -38,8 +39,7 @@ def _check_inputs(X):
 
 
 def _batches(X, batch_size, ctx):
-    if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
-        raise ValueError(f"batch_size must be an int >= 1, got {batch_size!r}")
+    check_int(batch_size, "batch_size", 1)
     for start in range(0, X.shape[0], batch_size):
         yield mx.nd.array(X[start:start + batch_size], ctx=ctx, dtype="float32")
 
@@ -158,8 +158,7 @@ def predict_proba(net, X, posterior=None, num_samples=0, batch_size=1000, ctx=No
     ndarray of shape (N, C), float32, rows summing to 1.
     """
     X = _check_inputs(X)
-    if not isinstance(num_samples, int) or num_samples < 0:
-        raise ValueError(f"num_samples must be an int >= 0, got {num_samples!r}")
+    check_int(num_samples, "num_samples", 0)
     if ctx is None:
         ctx = posterior.contexts[0] if posterior is not None else \
             next(iter(net.collect_params().values())).list_ctx()[0]
@@ -302,8 +301,7 @@ def predict_samples(net, posterior, X, num_samples, batch_size=1000, ctx=None,
     products; other networks run one forward pass per sample.
     """
     X = _check_inputs(X)
-    if not isinstance(num_samples, int) or num_samples < 1:
-        raise ValueError(f"num_samples must be an int >= 1, got {num_samples!r}")
+    check_int(num_samples, "num_samples", 1)
     ctx = ctx or posterior.contexts[0]
     plan = _batched_plan(net, posterior, X)
     if plan is not None:
@@ -466,8 +464,7 @@ def uncertainty(net, posterior, X, num_samples, batch_size=1000, ctx=None,
         per-class standard deviation over samples; ``"sample_probs"`` (S, N, C).
     """
     X = _check_inputs(X)
-    if isinstance(num_samples, bool) or not isinstance(num_samples, int) or num_samples < 1:
-        raise ValueError(f"num_samples must be an int >= 1, got {num_samples!r}")
+    check_int(num_samples, "num_samples", 1)
     if posterior is not None:
         samples = predict_samples(net, posterior, X, num_samples, batch_size, ctx, likelihood)
     else:

@@ -26,6 +26,7 @@ import mxnet as mx
 from mxnet import autograd, gluon
 
 from . import fused
+from ._checks import check_int
 from .loss import BBBLoss
 from .priors import GaussianPrior, Prior, ScaleMixturePrior
 from .sampling import use_weights
@@ -91,8 +92,7 @@ class BBBStep:
             raise ValueError(f"engine must be one of {ENGINES}, got {engine!r}")
         if loss_reduction not in ("mean", "sum"):
             raise ValueError(f"loss_reduction must be 'mean' or 'sum', got {loss_reduction!r}")
-        if isinstance(samples, bool) or not isinstance(samples, int) or samples < 1:
-            raise ValueError(f"samples must be an integer >= 1, got {samples!r}")
+        check_int(samples, "samples", 1)
         posterior.check_net(net)
         self.net, self.posterior, self.prior, self.trainer = net, posterior, prior, trainer
         self.samples = samples

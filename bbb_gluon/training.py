@@ -32,6 +32,7 @@ from mxnet import autograd, gluon
 from mxnet.gluon import nn
 from tqdm.auto import tqdm
 
+from ._checks import check_int, check_positive
 from ._files import (
     array_bytes,
     array_json,
@@ -170,15 +171,10 @@ class TrainConfig:
     def validate(self):
         """Raise ``ValueError`` naming the first impossible setting."""
         def positive_int(name, minimum=1):
-            v = getattr(self, name)
-            if isinstance(v, bool) or not isinstance(v, numbers.Integral) or v < minimum:
-                raise ValueError(f"{name} must be an integer >= {minimum}, got {v!r}")
+            check_int(getattr(self, name), name, minimum)
 
         def positive_float(name):
-            v = getattr(self, name)
-            if isinstance(v, bool) or not isinstance(v, numbers.Real) or not (
-                    math.isfinite(v) and v > 0):
-                raise ValueError(f"{name} must be a finite number > 0, got {v!r}")
+            check_positive(getattr(self, name), name)
 
         if self.model not in MODELS:
             raise ValueError(f"unknown model {self.model!r}; choose one of {MODELS}")

@@ -411,13 +411,13 @@ def test_wrong_count_and_bad_labels(tmp_path):
     ("kwargs", "match"),
     [
         ({"name": "cifar"}, "mnist, fashion-mnist"),
-        ({"num_valid": -1}, "num_valid must be >= 0"),
+        ({"num_valid": -1}, "num_valid must be an integer >= 0"),
         ({"num_valid": 60000}, "num_valid must be < 60000"),
         ({"num_valid": 2.5}, "num_valid must be an integer"),
         ({"transform": "256"}, "126, 255, standardize"),
-        ({"subset": 0}, "subset must be >= 1"),
+        ({"subset": 0}, "subset must be an integer >= 1"),
         ({"subset": "10"}, "subset must be an integer"),
-        ({"seed": -3}, "seed must be >= 0"),
+        ({"seed": -3}, "seed must be an integer >= 0"),
     ],
 )
 def test_load_dataset_bad_arguments(kwargs, match, monkeypatch):
@@ -444,7 +444,7 @@ def test_pixel_transform_bad_kind():
 @pytest.mark.parametrize(
     ("kwargs", "match"),
     [
-        ({"batch_size": 0}, "batch_size must be >= 1"),
+        ({"batch_size": 0}, "batch_size must be an integer >= 1"),
         ({"batch_size": 2.0}, "batch_size must be an integer"),
         ({"batch_size": True}, "batch_size must be an integer"),
         ({"X": np.zeros(10, np.float32)}, "X must be a floating-point NumPy array of at"),
