@@ -71,6 +71,10 @@ class BBBStep:
     loss_reduction : {"mean", "sum"}, default "mean"
         The optimiser follows the gradient of the batch's mean cost (Gluon's convention,
         ``trainer.step(batch_size)``) or of its sum (the paper's, ``trainer.step(1)``).
+    watch : bool, default True
+        Keep the running sum of the costs that :meth:`check_finite` reads (one small
+        device-side addition per call); a caller that watches the costs itself, as ``fit``
+        does, turns it off.
 
     Attributes
     ----------
@@ -83,7 +87,7 @@ class BBBStep:
 
     def __init__(self, net, posterior, prior, loss, trainer, num_batches=None,
                  weighting="uniform", complexity="mc", samples=1, engine="auto",
-                 loss_reduction="mean"):
+                 loss_reduction="mean", watch=True):
         if not isinstance(prior, Prior):
             raise TypeError(f"prior must be a bbb_gluon Prior, got {type(prior).__name__}")
         if not isinstance(trainer, gluon.Trainer):
@@ -107,6 +111,7 @@ class BBBStep:
         # Running sum of the costs since the last check_finite(): a NaN or infinity stays
         # in it, so one device-side addition per call is all the watching costs.
         self._watch, self._checked, self._calls = None, 0, 0
+        self.watch = bool(watch)
         if self.engine == "fused":
             self._fused = fused.FusedBBBStep(net, posterior, trainer, prior, complexity, loss,
                                              self.loss.weight_of, self.loss.skip_below)
@@ -157,8 +162,9 @@ class BBBStep:
                                    batch_index, self.posterior.contexts, self.samples, eps,
                                    step_size)
         self._calls += 1
-        total = costs[0] if costs[1] is None else costs[0] + costs[1]
-        self._watch = total if self._watch is None else self._watch + total
+        if self.watch:
+            total = costs[0] if costs[1] is None else costs[0] + costs[1]
+            self._watch = total if self._watch is None else self._watch + total
         return costs
 
     def check_finite(self):

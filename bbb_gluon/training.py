@@ -670,7 +670,8 @@ def fit(config, train, valid=None, run_dir=None, ctx=None, resume=False, progres
                        config.likelihood if loss is None else loss, trainer,
                        num_batches=num_batches, weighting=config.weighting,
                        complexity=config.complexity, samples=config.samples,
-                       engine=config.engine, loss_reduction=config.loss_reduction)
+                       engine=config.engine, loss_reduction=config.loss_reduction,
+                       watch=False)  # the loop below watches the costs itself
         pi_sum = sum(step.loss.weight_of(i) for i in range(num_batches))
         rest = posterior.deterministic_params(net)
         if loss is not None:
