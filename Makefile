@@ -5,7 +5,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 SHARED ?= ../shared
 FASHION ?= /usr/share/datasets/fashion-mnist
-# Offline datasets: a folder with mnist/ and fashion-mnist/, assembled from symlinks
+# Offline datasets: a folder with mnist/, fashion-mnist/ and mushroom/, assembled from symlinks
 # (see README). An exported BBB_GLUON_DATA wins.
 export BBB_GLUON_DATA ?= $(CURDIR)/.data
 
@@ -27,6 +27,7 @@ data:
 	  mkdir -p .data; \
 	  if [ -d $(SHARED)/data/mnist ] && [ ! -e .data/mnist ]; then ln -s $(abspath $(SHARED))/data/mnist .data/mnist; fi; \
 	  if [ -d $(FASHION) ] && [ ! -e .data/fashion-mnist ]; then ln -s $(FASHION) .data/fashion-mnist; fi; \
+	  if [ -d $(SHARED)/data/mushroom ] && [ ! -e .data/mushroom ]; then ln -s $(abspath $(SHARED))/data/mushroom .data/mushroom; fi; \
 	fi
 
 demo: setup

@@ -1,5 +1,5 @@
 """The ``bbb-gluon`` command: ``train``, ``evaluate``, ``prune``, ``compare``, ``weights``,
-``demo`` (and ``python -m bbb_gluon``).
+``bandit``, ``demo`` (and ``python -m bbb_gluon``).
 
 Every user error (unknown dataset, impossible hyperparameter, a folder that is not a run,
 a corrupt checkpoint, missing data) ends with one line on stderr and exit status 2;
@@ -769,6 +769,47 @@ def cmd_weights(args):
     return 0
 
 
+def cmd_bandit(args):
+    """Thompson sampling against epsilon-greedy agents on the Mushroom bandit (§5.3)."""
+    from . import bandit
+    from .data import load_mushroom
+
+    if args.resume and args.force:
+        raise UsageError("--resume continues the run in --out and --force replaces it: "
+                         "give one")
+    config = None
+    if not args.resume:
+        if args.seeds < 1:
+            raise UsageError(f"--seeds must be >= 1, got {args.seeds}")
+        config = bandit.BanditConfig(
+            steps=args.steps, seeds=tuple(range(args.first_seed, args.first_seed + args.seeds)),
+            hidden=args.hidden, capacity=args.buffer, updates=args.updates, batch=args.batch,
+            act_samples=args.act_samples, optimizer=args.optimizer, lr=args.lr,
+            prior=args.prior, prior_pi=args.pi, prior_sigma1=math.exp(args.log_sigma1),
+            prior_sigma2=math.exp(args.log_sigma2), prior_sigma=args.prior_sigma,
+            noise_sigma=args.noise_sigma, mu_init=args.mu_init, rho_init=args.rho_init,
+            complexity_over=args.complexity_over)
+    if args.threads is not None and args.threads < 1:
+        raise UsageError(f"--threads must be >= 1, got {args.threads}")
+    env = bandit.MushroomBandit(load_mushroom(args.data_dir))
+    try:
+        result = bandit.run_bandit(config, env, out=args.out, resume=args.resume,
+                                   force=args.force, progress=not args.no_progress,
+                                   threads=args.threads)
+    except FileExistsError as e:
+        raise UsageError(str(e)) from e
+    summary = result.summary()
+    print(f"{'agent':<20} {'cumulative regret (mean ± sd over seeds)':>42} "
+          f"{'first 1000 steps':>17}")
+    for name, d in summary.items():
+        print(f"{name:<20} {d['cumulative_regret']:>31,.0f} ± {d['cumulative_regret_std']:<8,.0f} "
+              f"{d['regret_first_1000']:>17,.0f}")
+    print(f"{result.regret.shape[-1]:,} steps × {len(result.config.seeds)} seeds in "
+          f"{result.seconds:.0f} s of kernel time; wrote {args.out}/regret.png, regret.csv, "
+          "steps.csv.gz, metrics.json")
+    return 0
+
+
 def _add_run_options(p, force_help):
     """Options shared by the commands that read a finished run folder."""
     p.add_argument("--data-dir", default=None,
@@ -776,6 +817,12 @@ def _add_run_options(p, force_help):
                         "$BBB_GLUON_DATA)")
     p.add_argument("--ctx", default="cpu", help="one device: cpu or gpu:0 (default cpu)")
     p.add_argument("--force", action="store_true", help=force_help)
+
+
+def bandit_defaults():
+    from .bandit import BanditConfig
+
+    return BanditConfig()
 
 
 def build_parser():
@@ -866,6 +913,50 @@ def build_parser():
     p.add_argument("--ctx", default="cpu", help="one device: cpu or gpu:0 (default cpu)")
     p.add_argument("--force", action="store_true", help="overwrite an existing --out file")
     p.set_defaults(func=cmd_weights)
+    p = sub.add_parser("bandit", help="Thompson sampling on the Mushroom bandit (paper's §5.3)",
+                       description="Bayes by Backprop with Thompson sampling against greedy, "
+                                   "1%- and 5%-greedy agents on the UCI Mushroom bandit, every "
+                                   "agent and seed advanced together by compiled kernels. "
+                                   "Writes config.json, checkpoint.npz (resumable), and at the "
+                                   "end steps.csv.gz, regret.csv, metrics.json, regret.png. "
+                                   "Needs mushroom/agaricus-lepiota.data in the data folder.")
+    p.add_argument("--out", default="runs/bandit", help="run folder (default runs/bandit)")
+    p.add_argument("--data-dir", default=None,
+                   help="folder with mushroom/ (default $BBB_GLUON_DATA)")
+    p.add_argument("--resume", action="store_true",
+                   help="continue the run in --out from its checkpoint, with its settings")
+    p.add_argument("--force", action="store_true", help="replace a run already in --out")
+    p.add_argument("--steps", type=int, default=50000, help="interactions (default 50,000)")
+    p.add_argument("--seeds", type=int, default=5, help="runs per agent (default 5)")
+    p.add_argument("--first-seed", type=int, default=0, help="seeds are FIRST.. (default 0)")
+    p.add_argument("--threads", type=int, default=None,
+                   help="OpenMP threads (default $OMP_NUM_THREADS, else every core)")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    d = bandit_defaults()
+    g = p.add_argument_group("the protocol (the paper's)")
+    g.add_argument("--buffer", type=int, default=d.capacity, help="interactions kept (4096)")
+    g.add_argument("--updates", type=int, default=d.updates, help="updates per step (64)")
+    g.add_argument("--batch", type=int, default=d.batch, help="minibatch size (64)")
+    g.add_argument("--hidden", type=int, default=d.hidden, help="units per layer (100)")
+    g.add_argument("--act-samples", type=int, default=d.act_samples,
+                   help="weight samples averaged per Thompson decision (2)")
+    g = p.add_argument_group("choices the paper leaves open (defaults: docs/RESULTS.md)")
+    g.add_argument("--optimizer", choices=("adam", "sgd"), default=d.optimizer)
+    g.add_argument("--lr", type=float, default=d.lr)
+    g.add_argument("--prior", choices=("mixture", "gaussian"), default=d.prior)
+    g.add_argument("--pi", type=float, default=d.prior_pi, help="scale-mixture weight")
+    g.add_argument("--log-sigma1", type=float, default=round(math.log(d.prior_sigma1), 6))
+    g.add_argument("--log-sigma2", type=float, default=round(math.log(d.prior_sigma2), 6))
+    g.add_argument("--prior-sigma", type=float, default=d.prior_sigma,
+                   help="Gaussian prior's sigma")
+    g.add_argument("--noise-sigma", type=float, default=d.noise_sigma,
+                   help="the Gaussian likelihood's noise (rewards as they are)")
+    g.add_argument("--mu-init", type=float, default=d.mu_init, help="mu ~ N(0, MU_INIT^2)")
+    g.add_argument("--rho-init", type=float, default=d.rho_init)
+    g.add_argument("--complexity-over", choices=("seen", "buffer"), default=d.complexity_over,
+                   help="divide the complexity cost by the interactions seen so far, or by "
+                        "the items in the buffer")
+    p.set_defaults(func=cmd_bandit)
     p = sub.add_parser("demo", help="offline demo: two half-moons, about a minute",
                        description="Bayes by Backprop on two interleaved half-moons generated "
                                    "in code (1,000 points, noise 0.2, half held out; 2 hidden "

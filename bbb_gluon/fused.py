@@ -66,19 +66,23 @@ def _cache_dir():
     return Path(root)
 
 
-def _build(cxx):
+def build(cxx, source, stem, mxnet_library=True):
+    """Compile ``source`` into a shared library cached under ``$BBB_GLUON_CACHE``; return
+    its path. ``mxnet_library``: link MXNet's ``lib_api.cc`` so ``mx.library.load`` can
+    load it (else a plain C ABI library, for ``ctypes``)."""
     mx_root = _mxnet_root()
     lib_api = mx_root / "src" / "lib_api.cc"
     include = mx_root / "include"
-    if not lib_api.is_file() or not (include / "mxnet" / "lib_api.h").is_file():
+    if mxnet_library and (not lib_api.is_file() or
+                          not (include / "mxnet" / "lib_api.h").is_file()):
         raise RuntimeError("this MXNet wheel ships no lib_api.h/lib_api.cc")
     version = subprocess.run([cxx, "--version"], capture_output=True, text=True,
                              check=True).stdout.splitlines()[0]
     key = hashlib.sha1()
-    for part in (_SOURCE.read_bytes(), lib_api.read_bytes(), mx.__version__.encode(),
-                 version.encode(), _cpu_flags().encode(), b"v1"):
+    for part in (Path(source).read_bytes(), lib_api.read_bytes() if mxnet_library else b"",
+                 mx.__version__.encode(), version.encode(), _cpu_flags().encode(), b"v1"):
         key.update(part)
-    target = _cache_dir() / f"libbbb_fused-{key.hexdigest()[:16]}.so"
+    target = _cache_dir() / f"lib{stem}-{key.hexdigest()[:16]}.so"
     if target.is_file():
         return target
     target.parent.mkdir(parents=True, exist_ok=True)
@@ -88,19 +92,25 @@ def _build(cxx):
         # compile of our kernels only, never to the link, so crtfastmath.o (which would
         # switch the whole process to flush-to-zero) is not linked in.
         common = ["-std=c++17", "-fPIC", f"-I{include}"]
-        steps = [
-            [cxx, *common, "-O3", "-march=native", "-ffast-math", "-fopenmp", "-c",
-             str(_SOURCE), "-o", str(tmp / "fused.o")],
-            [cxx, *common, "-O2", "-c", str(lib_api), "-o", str(tmp / "lib_api.o")],
-            [cxx, "-shared", "-fopenmp", str(tmp / "fused.o"), str(tmp / "lib_api.o"),
-             "-o", str(tmp / "lib.so")],
-        ]
+        objects = [str(tmp / "kernels.o")]
+        steps = [[cxx, *common, "-O3", "-march=native", "-ffast-math", "-fopenmp", "-c",
+                  str(source), "-o", objects[0]]]
+        if mxnet_library:
+            objects.append(str(tmp / "lib_api.o"))
+            steps.append([cxx, *common, "-O2", "-c", str(lib_api), "-o", objects[1]])
+        steps.append([cxx, "-shared", "-fopenmp", *objects, "-o", str(tmp / "lib.so")])
         for cmd in steps:
             done = subprocess.run(cmd, capture_output=True, text=True)
             if done.returncode != 0:
-                raise RuntimeError(f"compiling the fused kernels failed: {done.stderr[-500:]}")
+                raise RuntimeError(f"compiling {Path(source).name} failed: "
+                                   f"{done.stderr[-500:]}")
         os.replace(tmp / "lib.so", target)
     return target
+
+
+def compiler():
+    """The C++ compiler to build kernels with (``$CXX``, g++ or c++), or None."""
+    return os.environ.get("CXX") or shutil.which("g++") or shutil.which("c++")
 
 
 def load():
@@ -111,12 +121,12 @@ def load():
         if os.environ.get("BBB_GLUON_FUSED", "1") == "0":
             _state["reason"] = "disabled by BBB_GLUON_FUSED=0"
             return False
-        cxx = os.environ.get("CXX") or shutil.which("g++") or shutil.which("c++")
+        cxx = compiler()
         if cxx is None:
             _state["reason"] = "no C++ compiler found (install g++ or set CXX)"
         else:
             try:
-                path = _build(cxx)
+                path = build(cxx, _SOURCE, "bbb_fused")
                 mx.library.load(str(path), verbose=False)
                 _state.update(loaded=True, path=str(path))
             except Exception as e:  # a failed build must never stop training

@@ -7,7 +7,7 @@ import numpy as np
 __all__ = ["plot_learning_curve", "plot_validation_curves", "plot_grid_map", "save",
            "plot_weight_density",
            "plot_snr_histogram", "plot_snr_cdf", "plot_least_certain",
-           "plot_reliability_diagram", "plot_entropy_histograms"]
+           "plot_reliability_diagram", "plot_entropy_histograms", "plot_cumulative_regret"]
 
 
 def save(fig, path):
@@ -353,5 +353,38 @@ def plot_entropy_histograms(entropy_in, entropy_out, mi_in=None, mi_out=None, pa
         ax.legend()
     if title:
         fig.suptitle(title)
+    fig.tight_layout()
+    return save(fig, path)
+
+
+def plot_cumulative_regret(curves, path=None, title="Cumulative regret", log=True):
+    """Cumulative regret against the step, one line per agent: the mean over runs, with
+    the range of the runs shaded.
+
+    Parameters
+    ----------
+    curves : dict
+        ``{agent name: array (runs, steps)}`` of cumulative regret.
+    log : bool, default True
+        A logarithmic regret axis, as in the paper's Figure 6 (values below 1 are drawn
+        at 1: cumulative regret can dip near zero early, after lucky meals).
+    """
+    fig, ax = plt.subplots(figsize=(6.5, 4.2))
+    for name, runs in curves.items():
+        runs = np.atleast_2d(np.asarray(runs, dtype=np.float64))
+        steps = np.arange(1, runs.shape[1] + 1)
+        lo, hi, mean = runs.min(0), runs.max(0), runs.mean(0)
+        if log:
+            lo, hi, mean = (np.maximum(v, 1.0) for v in (lo, hi, mean))
+        (line,) = ax.plot(steps, mean, label=name)
+        if runs.shape[0] > 1:
+            ax.fill_between(steps, lo, hi, color=line.get_color(), alpha=0.15, linewidth=0)
+    if log:
+        ax.set_yscale("log")
+    ax.set_xlabel("step (mushrooms seen)")
+    ax.set_ylabel("cumulative regret")
+    ax.set_title(title)
+    ax.legend()
+    ax.grid(alpha=0.3)
     fig.tight_layout()
     return save(fig, path)

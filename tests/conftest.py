@@ -43,6 +43,18 @@ def fashion_root(data_root):
     return data_root
 
 
+@pytest.fixture(scope="session")
+def mushroom_root():
+    """The data folder holding mushroom/; skip (or fail in CI) when it is missing."""
+    root = _data_root()
+    if root is None or not (root / "mushroom" / "agaricus-lepiota.data").is_file():
+        msg = "UCI Mushroom not found: link ../shared/data/mushroom (make data; see README)"
+        if os.environ.get("BBB_GLUON_REQUIRE_DATA"):
+            pytest.fail(msg)
+        pytest.skip(msg)
+    return root
+
+
 @pytest.fixture(scope="module")
 def fused_kernels():
     """The compiled kernels; skip (or fail in CI) when they cannot be built here."""

@@ -39,3 +39,11 @@ def test_cnn_and_user_loop_benchmark_runs_in_tiny_mode():
                           capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr[-2000:]
     assert "x the plain CNN" in done.stdout and "x fit's time" in done.stdout
+
+
+def test_bandit_benchmark_runs_in_tiny_mode(mushroom_root):
+    done = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "bench_bandit.py"),
+                           "--tiny", "--data-dir", str(mushroom_root)],
+                          capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "x the Gluon loop" in done.stdout and "updates/s" in done.stdout

@@ -526,3 +526,46 @@ def test_a_diverging_run_stops_with_a_clear_error(data_root, tmp_path):
     # Nothing was kept, so the folder can take a new run.
     status, _, stderr = run_in_process(["train", *QUICK, "--out", str(out)])
     assert status == 0, stderr
+
+
+# ---------------------------------------------------------------- bandit
+def test_bandit_runs_resumes_and_refuses_to_overwrite(mushroom_root, tmp_path, capsys):
+    out = tmp_path / "bandit"
+    args = ["bandit", "--out", str(out), "--data-dir", str(mushroom_root), "--steps", "40",
+            "--seeds", "2", "--updates", "2", "--hidden", "8", "--no-progress"]
+    assert main(args) == 0
+    printed = capsys.readouterr().out
+    assert "bayes-by-backprop" in printed and "5%-greedy" in printed
+    metrics = json.loads((out / "metrics.json").read_text())
+    assert metrics["steps"] == 40 and metrics["seeds"] == [0, 1]
+    before = (out / "regret.csv").read_bytes()
+    # a second run into the same folder is refused, and nothing changes
+    assert main(args) == 2
+    assert "--resume" in capsys.readouterr().err
+    assert (out / "regret.csv").read_bytes() == before
+    # resuming a finished run rewrites the same results
+    assert main(["bandit", "--out", str(out), "--data-dir", str(mushroom_root), "--resume",
+                 "--no-progress"]) == 0
+    assert (out / "regret.csv").read_bytes() == before
+
+
+@pytest.mark.parametrize("extra, message", [
+    (["--seeds", "0"], "--seeds"),
+    (["--lr", "-1"], "lr"),
+    (["--resume", "--force"], "give one"),
+    (["--threads", "0"], "--threads"),
+])
+def test_bandit_bad_options_exit_2(mushroom_root, tmp_path, capsys, extra, message):
+    args = ["bandit", "--out", str(tmp_path / "b"), "--data-dir", str(mushroom_root),
+            "--steps", "5", "--no-progress", *extra]
+    assert main(args) == 2
+    assert message in capsys.readouterr().err
+    assert not (tmp_path / "b").exists()
+
+
+def test_bandit_without_data_says_where_to_put_it(tmp_path, capsys):
+    assert main(["bandit", "--out", str(tmp_path / "b"), "--data-dir", str(tmp_path),
+                 "--steps", "5", "--no-progress"]) == 2
+    err = capsys.readouterr().err
+    assert "agaricus-lepiota.data" in err and "mushroom" in err
+    assert not (tmp_path / "b").exists()

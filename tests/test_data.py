@@ -616,3 +616,52 @@ def test_regression_curve_noise_std_controls_the_noise():
     assert 0 < np.abs(small).std() < 0.1 < np.abs(default).std()
     with pytest.raises(ValueError, match="noise_std"):
         d.regression_curve(noise_std=-1.0)
+
+
+# ---------------------------------------------------------------- UCI Mushroom
+def test_mushroom_is_read_and_encoded(mushroom_root):
+    m = d.load_mushroom(mushroom_root)
+    assert m.features.shape == (8124, 22) and m.features.dtype == np.int32
+    assert int(m.edible.sum()) == 4208
+    assert m.width == 117  # the values present; the .names file lists 126
+    one_hot = m.one_hot()
+    assert one_hot.shape == (8124, 117) and (one_hot.sum(1) == 22).all()
+    # each attribute's ones fall in its own block of columns
+    for j in range(22):
+        names = {m.columns[c].split("=")[0] for c in np.unique(m.features[:, j])}
+        assert len(names) == 1
+    assert (one_hot.sum(0) > 0).all()  # no column of zeros
+    assert "veil-type=p" in m.columns and "veil-type=u" not in m.columns
+    # odour alone nearly separates the classes: foul-smelling mushrooms are poisonous
+    foul = one_hot[:, m.columns.index("odor=f")] == 1
+    assert foul.sum() == 2160 and not m.edible[foul].any()
+
+
+def _mushroom_copy(tmp_path, mushroom_root, edit):
+    lines = (mushroom_root / "mushroom" / "agaricus-lepiota.data").read_text().splitlines()
+    folder = tmp_path / "mushroom"
+    folder.mkdir()
+    (folder / "agaricus-lepiota.data").write_text("\n".join(edit(lines)) + "\n")
+    return tmp_path
+
+
+@pytest.mark.parametrize("edit, match", [
+    (lambda lines: lines[:-1], "8123 rows"),
+    (lambda lines: [lines[0].replace(",", ",x,", 1)] + lines[1:], "23 one-letter fields"),
+    (lambda lines: ["q" + lines[0][1:]] + lines[1:], "class"),
+    (lambda lines: [lines[0][:2] + "z" + lines[0][3:]] + lines[1:], "cap-shape"),
+    (lambda lines: [("p" if ln[0] == "e" else "e") + ln[1:] for ln in lines], "edible rows"),
+])
+def test_a_wrong_mushroom_file_is_a_clear_error(tmp_path, mushroom_root, edit, match):
+    root = _mushroom_copy(tmp_path, mushroom_root, edit)
+    with pytest.raises(d.DataFileError, match=match):
+        d.load_mushroom(root)
+
+
+def test_a_missing_mushroom_file_says_how_to_fix_it(tmp_path, monkeypatch):
+    with pytest.raises(d.DatasetNotFoundError, match="agaricus-lepiota.data") as e:
+        d.load_mushroom(tmp_path)
+    assert "mushroom" in str(e.value) and "BBB_GLUON_DATA" in str(e.value)
+    monkeypatch.delenv("BBB_GLUON_DATA", raising=False)
+    with pytest.raises(d.DatasetNotFoundError, match="unset"):
+        d.load_mushroom()

@@ -1,0 +1,446 @@
+"""The Mushroom bandit: environment, regret accounting, buffer, the compiled agents against
+autograd, seeding, resume, and that the agents learn."""
+
+import json
+import math
+import os
+
+import mxnet as mx
+import numpy as np
+import pytest
+from mxnet import autograd
+
+from bbb_gluon import bandit, data
+from bbb_gluon.priors import GaussianPrior, ScaleMixturePrior
+
+
+@pytest.fixture(scope="module")
+def env(mushroom_root):
+    return bandit.MushroomBandit(data.load_mushroom(mushroom_root))
+
+
+@pytest.fixture(scope="module")
+def kernels():
+    try:
+        return bandit.kernels()
+    except RuntimeError as e:
+        if os.environ.get("BBB_GLUON_REQUIRE_FUSED"):
+            pytest.fail(str(e))
+        pytest.skip(str(e))
+
+
+def small(**kw):
+    base = dict(steps=60, seeds=(0,), hidden=8, capacity=32, updates=3, batch=5)
+    base.update(kw)
+    return bandit.BanditConfig(**base)
+
+
+# ---------------------------------------------------------------- environment
+def test_draws_are_a_function_of_seed_and_step(env):
+    rows, unlucky = env.draw(3, 0, 500)
+    rows2, unlucky2 = env.draw(3, 200, 500)
+    np.testing.assert_array_equal(rows[200:], rows2)
+    np.testing.assert_array_equal(unlucky[200:], unlucky2)
+    other, _ = env.draw(4, 0, 500)
+    assert (other != rows).mean() > 0.99
+    assert rows.min() >= 0 and rows.max() < 8124
+
+
+def test_mushrooms_are_uniform_and_luck_is_a_fair_coin(env):
+    rows, unlucky = env.draw(0, 0, 200_000)
+    counts = np.bincount(rows, minlength=8124)
+    # a multinomial's counts: mean 24.6, so a chi-square within a few sd of its df
+    expected = len(rows) / 8124
+    chi2 = ((counts - expected) ** 2 / expected).sum()
+    assert abs(chi2 - 8123) < 6 * math.sqrt(2 * 8123)
+    n = len(unlucky)
+    assert abs(unlucky.mean() - 0.5) < 4 * math.sqrt(0.25 / n)
+
+
+def test_reward_distribution(env):
+    rows, unlucky = env.draw(1, 0, 100_000)
+    edible = env.edible[rows] == 1
+    eat = env.reward(rows, np.ones_like(rows), unlucky)
+    assert set(np.unique(eat[edible])) == {5.0}
+    poison = eat[~edible]
+    assert set(np.unique(poison)) == {-35.0, 5.0}
+    # -35 with probability 1/2: mean -15
+    assert abs(poison.mean() + 15) < 4 * 20 / math.sqrt(len(poison))
+    assert (env.reward(rows, np.zeros_like(rows), unlucky) == 0).all()
+
+
+def test_regret_accounting(env):
+    rows, unlucky = env.draw(2, 0, 5000)
+    edible = env.edible[rows] == 1
+    oracle = env.regret(rows, edible.astype(np.uint8), unlucky)
+    assert (oracle == 0).all()
+    never = env.regret(rows, np.zeros_like(rows), unlucky)
+    assert never.sum() == 5 * edible.sum()
+    always = env.regret(rows, np.ones_like(rows), unlucky)
+    # eating everything: 35 per unlucky poisonous meal, -5 per lucky one
+    bad = ~edible & (unlucky == 1)
+    lucky = ~edible & (unlucky == 0)
+    assert always.sum() == 35 * bad.sum() - 5 * lucky.sum()
+    assert set(np.unique(always[lucky])) == {-5.0}
+
+
+def test_inputs_and_one_hot_agree(env):
+    rows = np.array([0, 5, 8123])
+    cols = env.inputs(rows, [0, 1, 1])
+    dense = env.one_hot(rows, [0, 1, 1])
+    assert dense.shape == (3, 119)
+    assert (dense.sum(1) == 23).all()
+    for i in range(3):
+        assert set(np.flatnonzero(dense[i])) == set(cols[i])
+    assert dense[0, 117] == 1 and dense[1, 118] == 1
+
+
+# ---------------------------------------------------------------- buffer
+def test_buffer_keeps_the_last_items():
+    buf = bandit.ReplayBuffer(4)
+    with pytest.raises(ValueError, match="empty"):
+        buf.sample(1, np.random.default_rng(0))
+    for i in range(6):
+        buf.add(i, i % 2, float(i))
+    assert len(buf) == 4 and buf.count == 6
+    assert sorted(buf.rows.tolist()) == [2, 3, 4, 5]
+    rows, actions, rewards = buf.sample(1000, np.random.default_rng(0))
+    assert set(rows.tolist()) == {2, 3, 4, 5}
+    np.testing.assert_array_equal(rewards, rows.astype(np.float32))
+    np.testing.assert_array_equal(actions, rows % 2)
+    with pytest.raises(ValueError):
+        bandit.ReplayBuffer(0)
+
+
+# ---------------------------------------------------------------- configuration
+@pytest.mark.parametrize("kw, match", [
+    (dict(steps=0), "steps"), (dict(seeds=()), "seeds"), (dict(seeds=(1, 1)), "seeds"),
+    (dict(lr=-1.0), "lr"), (dict(prior="laplace"), "prior"), (dict(optimizer="rmsprop"),
+                                                               "optimizer"),
+    (dict(prior_pi=1.0), "prior_pi"), (dict(noise_sigma=0.0), "noise_sigma"),
+    (dict(complexity_over="epoch"), "complexity_over"),
+    (dict(agents=(bandit.AgentSpec("a", "greedy"), bandit.AgentSpec("a", "greedy"))),
+     "distinct"),
+])
+def test_bad_configurations_are_refused(kw, match):
+    with pytest.raises(ValueError, match=match):
+        bandit.BanditConfig(**kw)
+
+
+def test_agent_specs_are_checked():
+    with pytest.raises(ValueError, match="kind"):
+        bandit.AgentSpec("x", "ucb")
+    with pytest.raises(ValueError, match="epsilon"):
+        bandit.AgentSpec("x", "greedy", 1.5)
+    with pytest.raises(ValueError, match="sampling"):
+        bandit.AgentSpec("x", "thompson", 0.1)
+
+
+def test_config_round_trips_through_json():
+    c = bandit.BanditConfig(seeds=(3, 4), prior="gaussian", lr=0.01)
+    assert bandit.BanditConfig.from_json(json.loads(json.dumps(c.to_json()))) == c
+
+
+# ---------------------------------------------------------------- kernels vs autograd
+def _autograd_cost(config, width, mu, rho, eps, inputs, y, scale):
+    """Mean Gaussian NLL (+ scale * (log q - log P) if rho is given) and its gradients,
+    from the flat layout with MXNet operators and autograd."""
+    mu_nd = mx.nd.array(mu, dtype="float64")
+    mu_nd.attach_grad()
+    rho_nd = None
+    if rho is not None:
+        rho_nd = mx.nd.array(rho, dtype="float64")
+        rho_nd.attach_grad()
+    dense = np.zeros((len(y), width + 2))
+    np.put_along_axis(dense, inputs.astype(np.int64), 1.0, axis=1)
+    X = mx.nd.array(dense, dtype="float64")
+    with autograd.record():
+        if rho_nd is None:
+            w = mu_nd
+        else:
+            sigma = mx.nd.Activation(rho_nd, act_type="softrelu")
+            w = mu_nd + sigma * mx.nd.array(eps, dtype="float64")
+        # rebuild the layers from the flat vector by slicing (the kernel's layout)
+        d, h = width + 2, config.hidden
+        o = np.cumsum([0, d * h, h, h * h, h, h, 1])
+        W1 = w[o[0]:o[1]].reshape((d, h))
+        b1 = w[o[1]:o[2]]
+        W2 = w[o[2]:o[3]].reshape((h, h))
+        b2 = w[o[3]:o[4]]
+        w3 = w[o[4]:o[5]].reshape((h, 1))
+        b3 = w[o[5]:o[6]]
+        z1 = mx.nd.relu(mx.nd.broadcast_add(mx.nd.dot(X, W1), b1.reshape((1, h))))
+        z2 = mx.nd.relu(mx.nd.broadcast_add(mx.nd.dot(z1, W2), b2.reshape((1, h))))
+        f = mx.nd.broadcast_add(mx.nd.dot(z2, w3), b3.reshape((1, 1))).reshape((-1,))
+        yy = mx.nd.array(y, dtype="float64")
+        cost = mx.nd.mean(mx.nd.square(f - yy)) / (2 * config.noise_sigma**2)
+        nll = cost.copy()
+        if rho_nd is not None:
+            prior = config.make_prior()
+            log_q = mx.nd.sum(-mx.nd.log(sigma) - 0.5 * mx.nd.array(eps, dtype="float64")**2
+                              - 0.5 * math.log(2 * math.pi))
+            if isinstance(prior, ScaleMixturePrior):
+                def normal(x, s):
+                    return mx.nd.exp(-0.5 * (x / s) ** 2) / (s * math.sqrt(2 * math.pi))
+                log_p = mx.nd.sum(mx.nd.log(prior.pi * normal(w, prior.sigma1) +
+                                            (1 - prior.pi) * normal(w, prior.sigma2)))
+            else:
+                s = prior.sigma
+                log_p = mx.nd.sum(-0.5 * (w / s) ** 2 - math.log(s) - 0.5 * math.log(2 * math.pi))
+            cost = cost + scale * (log_q - log_p)
+    cost.backward()
+    grads = [mu_nd.grad.asnumpy()] + ([] if rho_nd is None else [rho_nd.grad.asnumpy()])
+    return float(nll.asscalar()), grads
+
+
+def _minibatch(env, n, seed):
+    rng = np.random.default_rng(seed)
+    rows = rng.integers(0, env.num_rows, n)
+    actions = rng.integers(0, 2, n)
+    y = rng.choice([-35.0, 0.0, 5.0], n).astype(np.float32)
+    return env.inputs(rows, actions), y
+
+
+@pytest.mark.parametrize("noise_sigma", [1.0, 3.0])
+def test_kernel_gradient_of_a_plain_network_matches_autograd(env, kernels, noise_sigma):
+    config = small(hidden=7, noise_sigma=noise_sigma)
+    P = bandit.num_params(env.context_width, 7)
+    w = np.random.default_rng(0).normal(0, 0.3, P).astype(np.float32)
+    inputs, y = _minibatch(env, 9, 1)
+    nll, g = bandit.kernel_gradients(config, env.context_width, w, inputs, y)
+    ref_nll, (ref_g,) = _autograd_cost(config, env.context_width, w, None, None, inputs, y, 0.0)
+    assert nll == pytest.approx(ref_nll, rel=1e-5)
+    np.testing.assert_allclose(g, ref_g, rtol=1e-4, atol=1e-5 * np.abs(ref_g).max())
+    assert np.abs(ref_g).max() > 0.1  # the check is not vacuous
+
+
+@pytest.mark.parametrize("prior", ["mixture", "gaussian"])
+def test_kernel_gradient_of_a_posterior_matches_autograd(env, kernels, prior):
+    config = small(hidden=6, prior=prior, prior_sigma2=math.exp(-3), noise_sigma=2.0)
+    P = bandit.num_params(env.context_width, 6)
+    rng = np.random.default_rng(2)
+    mu = rng.normal(0, 0.3, P).astype(np.float32)
+    rho = rng.uniform(-6, 0, P).astype(np.float32)
+    eps = rng.normal(0, 1, P).astype(np.float32)
+    w = (mu.astype(np.float64) + np.logaddexp(0, rho.astype(np.float64)) * eps).astype(np.float32)
+    inputs, y = _minibatch(env, 11, 3)
+    scale = 1 / 40
+    nll, gmu, grho = bandit.kernel_gradients(config, env.context_width, w, inputs, y, eps=eps,
+                                             mu=mu, rho=rho, scale=scale)
+    ref_nll, (ref_mu, ref_rho) = _autograd_cost(config, env.context_width, mu, rho, eps, inputs,
+                                                y, scale)
+    assert nll == pytest.approx(ref_nll, rel=1e-4)
+    for got, ref in ((gmu, ref_mu), (grho, ref_rho)):
+        np.testing.assert_allclose(got, ref, rtol=2e-3, atol=2e-4 * np.abs(ref).max())
+
+
+def test_one_step_of_the_stacked_engine_replays_in_numpy(env, kernels):
+    """The kernel's first step, replayed from its documented keys: minibatch slots, weight
+    noise, gradients (checked against autograd above) and MXNet's Adam."""
+    agents = (bandit.AgentSpec("bbb", "thompson"), bandit.AgentSpec("greedy", "greedy"))
+    config = small(steps=2, updates=3, batch=4, hidden=5, agents=agents, lr=0.01)
+    stacked = bandit.StackedAgents(config, env)
+    mu0, rho0 = stacked.mu.copy(), stacked.rho.copy()
+    rows, actions, rewards, _ = stacked.run(1, threads=1)
+    for i, spec in enumerate(agents):
+        key = int(stacked.key[i])
+        inputs = env.inputs(rows[i, :1], actions[i, :1])
+        y = rewards[i, :1]
+        mu, rho = mu0[i].astype(np.float32).copy(), rho0[i].copy()
+        state = {k: np.zeros_like(mu) for k in ("m_mu", "v_mu", "m_rho", "v_rho")}
+        opt = mx.optimizer.Adam(learning_rate=config.lr)
+        for u in range(config.updates):
+            slots = bandit.minibatch_indices(key, 0, u, config.updates, config.batch, 1)
+            assert (slots == 0).all()  # one item stored
+            xb, yb = inputs[slots], y[slots]
+            step = u + 1
+            if spec.kind == "thompson":
+                eps = bandit.kernel_noise(bandit.update_noise_key(key, 0, u, config.updates),
+                                          len(mu))
+                w = (mu + np.logaddexp(0, rho).astype(np.float32) * eps).astype(np.float32)
+                _, gmu, grho = bandit.kernel_gradients(config, env.context_width, w, xb, yb,
+                                                       eps=eps, mu=mu, rho=rho, scale=1.0)
+                grads = ((mu, gmu, "m_mu", "v_mu"), (rho, grho, "m_rho", "v_rho"))
+            else:
+                _, g = bandit.kernel_gradients(config, env.context_width, mu, xb, yb)
+                grads = ((mu, g, "m_mu", "v_mu"),)
+            for x, g, m, v in grads:
+                # MXNet's Adam, as the kernel applies it
+                state[m] = 0.9 * state[m] + 0.1 * g
+                state[v] = 0.999 * state[v] + 0.001 * g * g
+                lr = opt.learning_rate * math.sqrt(1 - 0.999**step) / (1 - 0.9**step)
+                x -= (lr * state[m] / (np.sqrt(state[v]) + 1e-8)).astype(np.float32)
+        np.testing.assert_allclose(stacked.mu[i], mu, rtol=1e-4, atol=1e-6)
+        if spec.kind == "thompson":
+            np.testing.assert_allclose(stacked.rho[i], rho, rtol=1e-4, atol=1e-6)
+        else:
+            np.testing.assert_array_equal(stacked.rho[i], rho0[i])  # untouched
+        assert np.abs(stacked.mu[i] - mu0[i]).max() > 1e-3  # it did move
+
+
+def test_minibatch_slots_cover_the_buffer_uniformly():
+    slots = np.concatenate([bandit.minibatch_indices(99, t, 0, 64, 64, 37) for t in range(300)])
+    counts = np.bincount(slots, minlength=37)
+    assert counts.min() > 0 and slots.max() < 37
+    expected = len(slots) / 37
+    assert ((counts - expected) ** 2 / expected).sum() < 36 + 6 * math.sqrt(72)
+
+
+# ---------------------------------------------------------------- the runner
+def test_runs_are_reproducible_and_seeds_differ(env, kernels):
+    config = small(seeds=(0, 1), agents=bandit.PAPER_AGENTS)
+    a = bandit.run_bandit(config, env, progress=False, threads=1)
+    b = bandit.run_bandit(config, env, progress=False, threads=2)
+    np.testing.assert_array_equal(a.actions, b.actions)
+    np.testing.assert_array_equal(a.rewards, b.rewards)
+    assert a.rows.shape == (2, 4, 60)
+    # every agent of a seed meets the same mushrooms; the seeds meet different ones
+    assert (a.rows[0] == a.rows[0, :1]).all()
+    assert (a.rows[0, 0] != a.rows[1, 0]).mean() > 0.9
+    regret = np.stack([env.regret(a.rows[s, j], a.actions[s, j],
+                                  env.draw(config.seeds[s], 0, 60)[1])
+                       for s in range(2) for j in range(4)]).reshape(2, 4, 60)
+    np.testing.assert_array_equal(a.regret, regret)
+    np.testing.assert_array_equal(a.rewards, np.stack(
+        [env.reward(a.rows[s, j], a.actions[s, j], env.draw(config.seeds[s], 0, 60)[1])
+         for s in range(2) for j in range(4)]).reshape(2, 4, 60))
+
+
+def test_epsilon_sets_the_exploration_rate(env, kernels):
+    agents = (bandit.AgentSpec("always", "greedy", 1.0),)
+    config = small(steps=400, agents=agents, updates=0)
+    r = bandit.run_bandit(config, env, progress=False)
+    # epsilon = 1: every action is a coin flip
+    assert abs(r.actions.mean() - 0.5) < 4 * math.sqrt(0.25 / 400)
+
+
+def test_run_folder_files(env, kernels, tmp_path):
+    config = small(seeds=(0, 1))
+    r = bandit.run_bandit(config, env, out=tmp_path / "run", progress=False)
+    out = tmp_path / "run"
+    for name in ("config.json", "checkpoint.npz", "steps.csv.gz", "regret.csv",
+                 "metrics.json", "regret.png"):
+        assert (out / name).is_file(), name
+    metrics = json.loads((out / "metrics.json").read_text())
+    cum = r.cumulative_regret
+    for j, spec in enumerate(config.agents):
+        m = metrics["agents"][spec.name]
+        assert m["cumulative_regret"] == pytest.approx(cum[:, j, -1].mean())
+        assert m["cumulative_regret_per_seed"] == pytest.approx(cum[:, j, -1].tolist())
+    import csv
+    import gzip
+    with gzip.open(out / "steps.csv.gz", "rt") as f:
+        rows = list(csv.DictReader(f))
+    assert len(rows) == 2 * 60
+    last = [row for row in rows if row["seed"] == "1"]
+    total = sum(float(row["greedy:regret"]) for row in last)
+    assert total == cum[1, 1, -1]
+    with open(out / "regret.csv") as f:
+        curve = list(csv.DictReader(f))
+    assert float(curve[-1]["greedy:mean"]) == pytest.approx(cum[:, 1, -1].mean(), abs=0.05)
+
+
+def test_an_existing_run_is_not_overwritten(env, kernels, tmp_path):
+    config = small(steps=10)
+    bandit.run_bandit(config, env, out=tmp_path, progress=False)
+    before = (tmp_path / "metrics.json").read_bytes()
+    with pytest.raises(FileExistsError, match="--resume"):
+        bandit.run_bandit(config, env, out=tmp_path, progress=False)
+    assert (tmp_path / "metrics.json").read_bytes() == before
+    with pytest.raises(ValueError, match="different configuration"):
+        bandit.run_bandit(small(steps=10, lr=0.5), env, out=tmp_path, resume=True,
+                          progress=False)
+
+
+def test_resume_gives_the_uninterrupted_result(env, kernels, tmp_path, monkeypatch):
+    config = small(steps=50, seeds=(0, 1))
+    whole = bandit.run_bandit(config, env, out=tmp_path / "whole", progress=False, chunk=7,
+                              checkpoint_every=10)
+    calls = {"n": 0}
+    real = bandit.StackedAgents.run
+
+    def dying(self, n, threads=None):
+        calls["n"] += 1
+        if calls["n"] == 5:  # after the checkpoint at step 20, mid-way to 30
+            raise KeyboardInterrupt
+        return real(self, n, threads)
+
+    monkeypatch.setattr(bandit.StackedAgents, "run", dying)
+    with pytest.raises(KeyboardInterrupt):
+        bandit.run_bandit(config, env, out=tmp_path / "cut", progress=False, chunk=7,
+                          checkpoint_every=10)
+    monkeypatch.setattr(bandit.StackedAgents, "run", real)
+    assert not (tmp_path / "cut" / "metrics.json").exists()
+    with np.load(tmp_path / "cut" / "checkpoint.npz") as z:
+        assert int(z["t"]) == 20
+    resumed = bandit.run_bandit(None, env, out=tmp_path / "cut", resume=True, progress=False,
+                                chunk=7, checkpoint_every=10)
+    for name in ("rows", "actions", "rewards", "regret"):
+        np.testing.assert_array_equal(getattr(resumed, name), getattr(whole, name))
+    with np.load(tmp_path / "whole" / "checkpoint.npz") as a, \
+            np.load(tmp_path / "cut" / "checkpoint.npz") as b:
+        for k in bandit.StackedAgents.STATE:
+            np.testing.assert_array_equal(a[k], b[k])
+
+
+def test_a_corrupt_checkpoint_is_reported_and_kept(env, kernels, tmp_path):
+    config = small(steps=20)
+    bandit.run_bandit(config, env, out=tmp_path, progress=False, checkpoint_every=10)
+    ckpt = tmp_path / "checkpoint.npz"
+    ckpt.write_bytes(b"not a checkpoint")
+    with pytest.raises(bandit.BanditCheckpointError, match="unreadable"):
+        bandit.run_bandit(None, env, out=tmp_path, resume=True, progress=False)
+    assert ckpt.read_bytes() == b"not a checkpoint"
+
+
+def test_the_agents_learn(env, kernels):
+    """Over the second half of 800 steps Bayes by Backprop and 5%-greedy (default settings,
+    a smaller network and fewer updates) cost well under what never eating would (5 per
+    edible mushroom), and less than in the first half. (The greedy agent may legitimately
+    stop eating altogether: the failure the paper's Figure 6 shows.)"""
+    agents = (bandit.PAPER_AGENTS[0], bandit.PAPER_AGENTS[3])
+    config = bandit.BanditConfig(steps=800, seeds=(0, 1), updates=16, hidden=32, agents=agents)
+    r = bandit.run_bandit(config, env, progress=False)
+    for s in range(2):
+        never = 5 * (env.edible[r.rows[s, 0, 400:]] == 1).sum()
+        for j, spec in enumerate(config.agents):
+            late, early = r.regret[s, j, 400:].sum(), r.regret[s, j, :400].sum()
+            assert late < 0.6 * never, (spec.name, s, late, never)
+            assert late < early, (spec.name, s)
+
+
+# ---------------------------------------------------------------- the Gluon agents
+@pytest.mark.parametrize("kind", ["thompson", "greedy"])
+def test_gluon_agents_learn(env, kind):
+    config = bandit.BanditConfig(hidden=16, updates=4, batch=16, lr=0.01)
+    agent = (bandit.ThompsonAgent(env, config, seed=0) if kind == "thompson"
+             else bandit.GreedyAgent(env, config, seed=0))
+    rows, actions, rewards, regret = bandit.run_agent(agent, 240)
+    assert len(agent.buffer) == 240
+    never = 5 * (env.edible[rows[120:]] == 1).sum()
+    assert regret[120:].sum() < 0.6 * never
+    np.testing.assert_array_equal(rewards, env.reward(rows, actions, env.draw(0, 0, 240)[1]))
+
+
+@pytest.mark.parametrize("over", ["seen", "buffer"])
+def test_gluon_thompson_agent_spreads_the_complexity_over_n(env, over):
+    config = bandit.BanditConfig(hidden=4, updates=1, batch=8, capacity=2, complexity_over=over)
+    agent = bandit.ThompsonAgent(env, config, seed=0, engine="reference")
+    for n in (1, 2, 3):
+        agent.observe(n, 1, 5.0)
+        expected = n if over == "seen" else min(n, 2)
+        assert agent.step.loss.weighting == pytest.approx(8 / expected)
+    assert isinstance(agent.prior, (ScaleMixturePrior, GaussianPrior))
+
+
+def test_complexity_over_changes_only_the_bayesian_agents(env, kernels):
+    agents = (bandit.AgentSpec("bbb", "thompson"), bandit.AgentSpec("greedy", "greedy"))
+    runs = {}
+    for over in ("seen", "buffer"):
+        stacked = bandit.StackedAgents(small(capacity=2, agents=agents, complexity_over=over),
+                                       env)
+        stacked.run(6, threads=1)
+        runs[over] = stacked
+    # past step 2 the buffer holds 2 items but 3..6 interactions were seen
+    assert np.abs(runs["seen"].rho[0] - runs["buffer"].rho[0]).max() > 1e-4
+    np.testing.assert_array_equal(runs["seen"].mu[1], runs["buffer"].mu[1])
