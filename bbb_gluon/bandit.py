@@ -64,7 +64,7 @@ from .step import BBBStep
 __all__ = [
     "AgentSpec", "BanditConfig", "BanditResult", "MushroomBandit", "ReplayBuffer",
     "StackedAgents", "ThompsonAgent", "GreedyAgent", "run_bandit", "run_agent",
-    "load_bandit_run", "PAPER_AGENTS", "BanditCheckpointError",
+    "build_reward_net", "PAPER_AGENTS", "BanditCheckpointError", "EAT", "PASS",
 ]
 
 EAT, PASS = 1, 0
@@ -351,9 +351,6 @@ def kernels():
                                             ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int32,
                                             ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p,
                                             ctypes.c_void_p, ctypes.c_float, ctypes.c_void_p]
-                lib.bandit_forward.argtypes = [ctypes.POINTER(_Args), ctypes.c_void_p,
-                                               ctypes.c_void_p, ctypes.c_int32,
-                                               ctypes.c_void_p]
                 _lib["handle"] = lib
             except Exception as e:  # reported to the caller, once
                 _lib["reason"] = f"{type(e).__name__}: {e}"
@@ -381,14 +378,6 @@ def split_params(flat, width, hidden):
     return [(flat[o[0]:o[1]].reshape(d, h).T, flat[o[1]:o[2]]),
             (flat[o[2]:o[3]].reshape(h, h).T, flat[o[3]:o[4]]),
             (flat[o[4]:o[5]].reshape(1, h), flat[o[5]:o[6]])]
-
-
-def join_params(layers):
-    """The inverse of :func:`split_params`."""
-    parts = []
-    for weight, bias in layers:
-        parts += [np.asarray(weight).T.ravel(), np.asarray(bias).ravel()]
-    return np.concatenate(parts).astype(np.float32)
 
 
 class StackedAgents:
@@ -514,10 +503,6 @@ class StackedAgents:
                                             f"{arr.shape}, expected {ref.dtype}{ref.shape}")
             setattr(self, name, np.ascontiguousarray(arr))
         self.t = int(d["t"])
-
-    def sigma(self, i):
-        """σ = softplus(ρ) of agent ``i`` (flat, the kernel's layout)."""
-        return np.logaddexp(0.0, self.rho[i].astype(np.float64)).astype(np.float32)
 
 
 class _omp_threads:
@@ -702,7 +687,7 @@ def _write_outputs(result, env, out, plot=True):
                                title=f"Mushroom bandit: cumulative regret, mean of {S} seeds")
 
 
-def _read_checkpoint(path, agents, steps):
+def _read_checkpoint(path):
     try:
         with np.load(path, allow_pickle=False) as z:
             d = {k: z[k] for k in z.files}
@@ -758,7 +743,7 @@ def run_bandit(config: BanditConfig, env: MushroomBandit, out=None, resume=False
                                  "a new folder")
             config = saved
             if ckpt.is_file():
-                state = _read_checkpoint(ckpt, len(config.agents), config.steps)
+                state = _read_checkpoint(ckpt)
         elif not force and out.exists() and any(
                 (out / f).exists() for f in ("config.json", "checkpoint.npz", "metrics.json")):
             raise FileExistsError(f"{out} already holds a bandit run: resume it (--resume), "
@@ -828,13 +813,6 @@ def run_bandit(config: BanditConfig, env: MushroomBandit, out=None, resume=False
     return result
 
 
-def load_bandit_run(out):
-    """``(config, metrics)`` of a finished run folder."""
-    out = Path(out)
-    config = BanditConfig.from_json(json.loads((out / "config.json").read_text())["config"])
-    return config, json.loads((out / "metrics.json").read_text())
-
-
 # ---------------------------------------------------------------- the same agents in Gluon
 def build_reward_net(width, hidden=100, ctx=None):
     """The agents' network: ``width`` + 2 inputs → ``hidden`` ReLU → ``hidden`` ReLU → 1."""
@@ -856,9 +834,9 @@ class _GluonAgent:
         self.rng = np.random.default_rng([seed, 4])
         self.net = build_reward_net(env.context_width, config.hidden, self.ctx)
 
-    def _values(self, row):
-        X = mx.nd.array(self.env.one_hot([row, row], [PASS, EAT]), ctx=self.ctx)
-        return X
+    def _both_actions(self, row):
+        """The network's inputs for leaving (row 0) and eating (row 1) mushroom ``row``."""
+        return mx.nd.array(self.env.one_hot([row, row], [PASS, EAT]), ctx=self.ctx)
 
     def observe(self, row, action, reward):
         """Store the interaction, then make ``config.updates`` minibatch updates."""
@@ -894,7 +872,7 @@ class ThompsonAgent(_GluonAgent):
         rewards averaged over ``config.act_samples`` draws)."""
         from .sampling import use_weights
 
-        X = self._values(row)
+        X = self._both_actions(row)
         total = None
         for _ in range(self.config.act_samples):
             draw = self.posterior.sample(self.ctx)
@@ -927,7 +905,7 @@ class GreedyAgent(_GluonAgent):
     def act(self, row):
         if self.rng.random() < self.epsilon:
             return int(self.rng.integers(0, 2))
-        v = self.net(self._values(row)).asnumpy().ravel()
+        v = self.net(self._both_actions(row)).asnumpy().ravel()
         return EAT if v[1] > v[0] else PASS
 
     def _update(self, X, y):

@@ -483,8 +483,6 @@ void run_agent(const BanditArgs& a, int ag) {
 
 extern "C" {
 
-int bandit_abi_version() { return 1; }
-
 int bandit_args_size() { return static_cast<int>(sizeof(BanditArgs)); }
 
 // The OpenMP thread count of the calling thread (the library's own OpenMP runtime).
@@ -519,14 +517,5 @@ float bandit_grad(const BanditArgs* a, const float* w, const int32_t* active, co
 
 // For tests: the noise the kernel draws under a key (see run_agent for the keys).
 void bandit_noise(uint64_t key, int64_t n, float* out) { normals(key, out, n); }
-
-// For tests: predicted rewards f[b] of B examples under weights w.
-void bandit_forward(const BanditArgs* a, const float* w, const int32_t* active, int32_t B,
-                    float* f) {
-  const Layout L(a->D, a->H);
-  Work s(B, a->F, a->H, a->D);
-  forward(L, w, active, a->F + 1, B, s);
-  for (int b = 0; b < B; ++b) f[b] = s.f[b];
-}
 
 }  // extern "C"
