@@ -79,7 +79,9 @@ def build(cxx, source, stem, mxnet_library=True):
     version = subprocess.run([cxx, "--version"], capture_output=True, text=True,
                              check=True).stdout.splitlines()[0]
     key = hashlib.sha1()
-    for part in (Path(source).read_bytes(), lib_api.read_bytes() if mxnet_library else b"",
+    headers = sorted(Path(source).parent.glob("*.h"))  # included by the sources
+    for part in (Path(source).read_bytes(), *(h.read_bytes() for h in headers),
+                 lib_api.read_bytes() if mxnet_library else b"",
                  mx.__version__.encode(), version.encode(), _cpu_flags().encode(), b"v1"):
         key.update(part)
     target = _cache_dir() / f"lib{stem}-{key.hexdigest()[:16]}.so"

@@ -28,53 +28,26 @@
 #include <vector>
 
 #include <omp.h>
+
+#include "common.h"
 #if defined(__AVX512F__) || defined(__SSE__)
 #include <immintrin.h>
 #endif
 
 namespace {
 
-inline float exp_neg_abs(float x) { return expf(-fminf(fabsf(x), 80.f)); }
-inline float log1p_small(float t) {
-  return t < 0.03f
-             ? t * (1.f - t * (0.5f - t * (1.f / 3.f - t * (0.25f - t * 0.2f))))
-             : logf(1.f + t);
-}
-inline float softplus(float x) { return fmaxf(x, 0.f) + log1p_small(exp_neg_abs(x)); }
-inline float sigmoid(float x) {
-  float t = exp_neg_abs(x);
-  float r = 1.f / (1.f + t);
-  return x >= 0.f ? r : t * r;
-}
-
-inline uint64_t mix64(uint64_t z) {  // splitmix64's finaliser
-  z += 0x9E3779B97F4A7C15ULL;
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
-  return z ^ (z >> 31);
-}
-
 // Domain tags keep the hash streams of different uses apart.
 constexpr uint64_t kTagNoise = 1, kTagBatch = 2, kTagAct = 3;
 
-// eps[0..n) ~ N(0, 1), a pure function of key (Box-Muller; pair j fills j and j + n/2).
+// eps[0..n) ~ N(0, 1), a pure function of key (fused.cc's bbb_normal on one thread).
 void normals(uint64_t key, float* eps, int64_t n) {
   const int64_t half = n / 2;
-  const float two_pi = 6.28318530717958647692f;
 #pragma omp simd
-  for (int64_t j = 0; j < half; ++j) {
-    uint64_t h = mix64(key + static_cast<uint64_t>(j));
-    float u1 = static_cast<float>(static_cast<int32_t>(h >> 40) + 1) * (1.f / 16777216.f);
-    float u2 = static_cast<float>(static_cast<int32_t>((h >> 8) & 0xFFFFFFULL)) * (1.f / 16777216.f);
-    float r = sqrtf(-2.f * logf(u1));
-    eps[j] = r * cosf(two_pi * u2);
-    eps[j + half] = r * cosf(two_pi * u2 - 1.57079632679489662f);
-  }
+  for (int64_t j = 0; j < half; ++j)
+    normal_pair(mix64(key + static_cast<uint64_t>(j)), &eps[j], &eps[j + half]);
   if (n % 2) {
-    uint64_t h = mix64(key + static_cast<uint64_t>(half));
-    float u1 = static_cast<float>(static_cast<int32_t>(h >> 40) + 1) * (1.f / 16777216.f);
-    float u2 = static_cast<float>(static_cast<int32_t>((h >> 8) & 0xFFFFFFULL)) * (1.f / 16777216.f);
-    eps[n - 1] = sqrtf(-2.f * logf(u1)) * cosf(two_pi * u2);
+    float unused;
+    normal_pair(mix64(key + static_cast<uint64_t>(half)), &eps[n - 1], &unused);
   }
 }
 

@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "mxnet/lib_api.h"
+#include "common.h"
 
 using mxnet::ext::MXContext;
 using mxnet::ext::MXReturnValue;
@@ -37,32 +38,6 @@ double attr_d(const Attrs& a, const char* k, double dflt) {
 uint64_t attr_u(const Attrs& a, const char* k) {
   auto it = a.find(k);
   return it == a.end() ? 0 : std::strtoull(it->second.c_str(), nullptr, 10);
-}
-
-// softplus and sigmoid from t = exp(-|x|) in (0, 1]: no overflow, and log1p(t) by its
-// series where t is small, so tiny sigmas keep full relative precision. |x| is capped at
-// 80 so t never becomes a denormal: denormal arithmetic is a hundred times slower, and
-// below e^-80 (about 1.8e-35) the values no longer matter. sigma = softplus(rho) is thus
-// held at softplus(-80) for rho < -80.
-inline float exp_neg_abs(float x) { return expf(-fminf(fabsf(x), 80.f)); }
-inline float log1p_small(float t) {
-  // Below 0.03 the series to t^5 is exact to 4e-9; above, 1 + t loses at most 2e-6.
-  return t < 0.03f
-             ? t * (1.f - t * (0.5f - t * (1.f / 3.f - t * (0.25f - t * 0.2f))))
-             : logf(1.f + t);
-}
-inline float softplus(float x) { return fmaxf(x, 0.f) + log1p_small(exp_neg_abs(x)); }
-inline float sigmoid(float x) {
-  float t = exp_neg_abs(x);
-  float r = 1.f / (1.f + t);
-  return x >= 0.f ? r : t * r;
-}
-
-inline uint64_t mix64(uint64_t z) {  // splitmix64's finaliser: a strong 64-bit hash
-  z += 0x9E3779B97F4A7C15ULL;
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
-  return z ^ (z >> 31);
 }
 
 enum Kind { kNone = 0, kMixture = 1, kGaussianMC = 2, kGaussianKL = 3 };
@@ -121,24 +96,12 @@ MXReturnValue normal_forward(const Attrs& attrs, std::vector<MXTensor>* inputs,
                                    attr_u(attrs, "counter")) ^ attr_u(attrs, "layer"));
   // Pair j fills eps[j] and eps[j + half]: contiguous stores, so the loop vectorises.
   const int64_t half = n / 2;
-  const float two_pi = 6.28318530717958647692f;
 #pragma omp parallel for simd schedule(static)
-  for (int64_t j = 0; j < half; ++j) {
-    uint64_t h = mix64(key + static_cast<uint64_t>(j));
-    // 24-bit uniforms: u1 in (0, 1], u2 in [0, 1)
-    float u1 = static_cast<float>(static_cast<int32_t>(h >> 40) + 1) * (1.f / 16777216.f);
-    float u2 = static_cast<float>(static_cast<int32_t>((h >> 8) & 0xFFFFFFULL)) * (1.f / 16777216.f);
-    float r = sqrtf(-2.f * logf(u1));
-    // sin(a) as cos(a - pi/2): GCC would merge cos(a), sin(a) into sincosf, which has
-    // no vector variant, and the loop would run scalar.
-    eps[j] = r * cosf(two_pi * u2);
-    eps[j + half] = r * cosf(two_pi * u2 - 1.57079632679489662f);
-  }
+  for (int64_t j = 0; j < half; ++j)
+    normal_pair(mix64(key + static_cast<uint64_t>(j)), &eps[j], &eps[j + half]);
   if (n % 2) {
-    uint64_t h = mix64(key + static_cast<uint64_t>(half));
-    float u1 = static_cast<float>(static_cast<int32_t>(h >> 40) + 1) * (1.f / 16777216.f);
-    float u2 = static_cast<float>(static_cast<int32_t>((h >> 8) & 0xFFFFFFULL)) * (1.f / 16777216.f);
-    eps[n - 1] = sqrtf(-2.f * logf(u1)) * cosf(two_pi * u2);
+    float unused;
+    normal_pair(mix64(key + static_cast<uint64_t>(half)), &eps[n - 1], &unused);
   }
   return MX_SUCCESS;
 }
