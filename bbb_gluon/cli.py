@@ -195,6 +195,9 @@ def _add_train_args(p):
                         "--lr-decay-factor, e.g. 300 or 200,400 (default none)")
     g.add_argument("--lr-decay-factor", type=float, default=0.1,
                    help="factor of each learning-rate decay (default 0.1)")
+    g.add_argument("--rho-lr-mult", type=float, default=1.0,
+                   help="multiplier of the learning rate for rho (default 1: the same step "
+                        "as mu)")
     g.add_argument("--batch-size", type=int, default=128)
     g.add_argument("--seed", type=int, default=0)
     g.add_argument("--engine", default="auto", choices=["auto", "fused", "reference"],
@@ -204,8 +207,9 @@ def _add_train_args(p):
     g = p.add_argument_group("evaluation and output")
     g.add_argument("--eval-samples", type=int, default=10,
                    help="weight samples of the per-epoch Monte-Carlo validation error")
-    g.add_argument("--test-samples", type=int, default=10,
-                   help="weight samples of the final Monte-Carlo test error (default 10)")
+    g.add_argument("--test-samples", type=int, default=None,
+                   help="weight samples of the final Monte-Carlo test error (default 10; "
+                        "with --resume: the run's stored count)")
     g.add_argument("--monitor-test", action="store_true",
                    help="record the test error after every epoch (history columns test_error, "
                         "test_error_mc); it chooses nothing")
@@ -234,7 +238,8 @@ def _config_from_args(args):
         prior=prior, mu_init=args.mu_init, mu_scale=args.mu_scale, rho_init=args.rho_init,
         dropout=args.dropout, eval_samples=args.eval_samples, seed=args.seed,
         engine=args.engine, loss_reduction=args.loss_reduction,
-        lr_decay_epochs=tuple(args.lr_decay_epochs), lr_decay_factor=args.lr_decay_factor)
+        lr_decay_epochs=tuple(args.lr_decay_epochs), lr_decay_factor=args.lr_decay_factor,
+        rho_lr_mult=args.rho_lr_mult)
 
 
 def cmd_train(args):
@@ -243,7 +248,7 @@ def cmd_train(args):
     from .prediction import error_rate, predict_proba
     from .training import TrainConfig, TrainingDiverged, TrainingInterrupted, fit, load_run
 
-    if args.test_samples < 0:
+    if args.test_samples is not None and args.test_samples < 0:
         raise UsageError(f"--test-samples must be >= 0, got {args.test_samples}")
     if args.resume:
         if not args.out:
@@ -256,11 +261,21 @@ def cmd_train(args):
             config.epochs = args.epochs
             config.validate()
         data_args = stored["data"]
+        # Runs written before the count was stored were evaluated with the default, 10.
+        evaluation = stored.get("evaluation", {})
+        stored_samples = evaluation.get("test_samples", 10) if isinstance(evaluation, dict) \
+            else None
+        if isinstance(stored_samples, bool) or not isinstance(stored_samples, int) \
+                or stored_samples < 0:
+            raise UsageError(f"{args.out}/config.json: evaluation.test_samples must be a "
+                             f"count >= 0, got {stored_samples!r}")
+        test_samples = stored_samples if args.test_samples is None else args.test_samples
     else:
         config = _config_from_args(args)
         data_args = {"dataset": args.dataset, "transform": args.transform,
                      "num_valid": args.num_valid, "subset": args.subset,
                      "data_dir": args.data_dir, "monitor_test": args.monitor_test}
+        test_samples = 10 if args.test_samples is None else args.test_samples
         if data_args["dataset"] not in data.DATASETS:
             raise UsageError(f"unknown dataset {args.dataset!r}; choose one of {data.DATASETS}")
     out = args.out or os.path.join("runs", f"{data_args['dataset']}-{config.model}-"
@@ -284,7 +299,8 @@ def cmd_train(args):
     try:
         result = fit(config, splits.train, splits.valid, run_dir=out, ctx=ctxs,
                      resume=args.resume, progress=not args.no_progress,
-                     extra_config={"data": data_args},
+                     extra_config={"data": data_args,
+                                   "evaluation": {"test_samples": test_samples}},
                      test=splits.test if data_args.get("monitor_test") else None)
     except TrainingInterrupted:
         print(f"interrupted: checkpoint saved in {out}/checkpoints; continue with "
@@ -302,10 +318,10 @@ def cmd_train(args):
         errors = {"epoch": meta["epoch"],
                   "test_error_means": error_rate(predict_proba(net, Xt, posterior, 0,
                                                                ctx=ctxs[0]), yt)}
-        if posterior is not None and args.test_samples > 0:
-            errors["test_samples"] = args.test_samples
+        if posterior is not None and test_samples > 0:
+            errors["test_samples"] = test_samples
             errors["test_error_mc"] = error_rate(
-                predict_proba(net, Xt, posterior, args.test_samples, ctx=ctxs[0]), yt)
+                predict_proba(net, Xt, posterior, test_samples, ctx=ctxs[0]), yt)
         return errors
 
     has_valid = bool(history) and history[-1].get("valid_error") is not None
@@ -326,7 +342,7 @@ def cmd_train(args):
                                  title=f"{splits.name} {config.model} {config.hidden}")
     line = f"test error {100 * metrics['test_error_means']:.2f}% with the means"
     if "test_error_mc" in metrics:
-        line += (f", {100 * metrics['test_error_mc']:.2f}% with {args.test_samples} "
+        line += (f", {100 * metrics['test_error_mc']:.2f}% with {test_samples} "
                  "weight samples")
     print(f"{line} (best epoch {metrics['best_epoch']} of {len(history)})")
     if has_valid:

@@ -110,6 +110,11 @@ class TrainConfig:
         Epochs after which the learning rate is multiplied by ``lr_decay_factor``
         (``(300,)``: epochs 301 onwards run at ``lr * lr_decay_factor``).
     lr_decay_factor : float, default 0.1
+    rho_lr_mult : float, default 1.0
+        Multiplier of the learning rate for the :math:`\\rho` parameters (Gluon's
+        ``Parameter.lr_mult``). Under plain SGD the complexity cost moves each
+        :math:`\\rho` by only about ``lr / batches`` per epoch; a multiplier above 1 lets
+        :math:`\\sigma` leave its start without changing the step of :math:`\\mu`.
     batch_size : int, default 128
     samples : int, default 1
         Weight samples per step (bbb).
@@ -146,6 +151,7 @@ class TrainConfig:
     loss_reduction: str = "mean"
     lr_decay_epochs: tuple = ()
     lr_decay_factor: float = 0.1
+    rho_lr_mult: float = 1.0
     batch_size: int = 128
     samples: int = 1
     weighting: object = "uniform"
@@ -213,6 +219,7 @@ class TrainConfig:
             raise ValueError(f"lr_decay_epochs must be increasing positive epoch numbers, "
                              f"got {list(decay)!r}")
         positive_float("lr_decay_factor")
+        positive_float("rho_lr_mult")
         if not (isinstance(self.dropout, numbers.Real) and 0 <= self.dropout < 1):
             raise ValueError(f"dropout must lie in [0, 1), got {self.dropout!r}")
         if self.mu_init not in ("normal", "uniform", "copy"):
@@ -665,6 +672,9 @@ def fit(config, train, valid=None, run_dir=None, ctx=None, resume=False, progres
     step = None
     others = []  # trainers of the parameters the posterior does not cover
     if posterior is not None:
+        for name, param in posterior.params.items():
+            if name.endswith("_rho"):
+                param.lr_mult = config.rho_lr_mult
         trainer = _make_trainer(config, posterior.params, ctxs)
         step = BBBStep(net, posterior, make_prior(**config.prior),
                        config.likelihood if loss is None else loss, trainer,

@@ -7,6 +7,7 @@
 #   mkdir -p ../exp-paper/.data && ln -s "$(cd ../shared/data/mnist && pwd)" ../exp-paper/.data/mnist
 #   cd ../exp-paper && setsid nohup bash ../main/experiments/paper_recipe.sh 1200 &
 #   cd ../exp-paper && setsid nohup bash ../main/experiments/paper_recipe.sh 400 &
+#   cd ../exp-paper && setsid nohup bash ../main/experiments/paper_recipe.sh levers1 &
 # Each queue runs its commands one after another, one thread each (two queues fill the
 # two cores); a run with a checkpoint is resumed, a finished one (metrics.json) skipped.
 # Logs: runs/NAME.log. Copy config.json, history.csv, metrics.json and the plots (never
@@ -35,6 +36,11 @@ case "${1:-}" in
     run recipe-plain-400 --recipe paper --model plain --hidden 400,400
     run recipe-dropout-400 --recipe paper --model dropout --hidden 400,400
     run recipe-gaussian-400 --recipe paper --prior gaussian --prior-sigma 1 --hidden 400,400 ;;
+  levers1)  # the levers, at 400 units, one change each from the recipe
+    run lever-rho-wide-400 --recipe paper --hidden 400,400 --rho-init=-2.5,-2
+    run lever-sigma1-e1-400 --recipe paper --hidden 400,400 --log-sigma1 -1 ;;
+  levers2)
+    run lever-lr1e-4-400 --recipe paper --hidden 400,400 --lr 1e-4 --lr-decay-epochs= ;;
   *)
-    echo "usage: paper_recipe.sh 1200|400 (from the pinned worktree)" >&2; exit 2 ;;
+    echo "usage: paper_recipe.sh 1200|400|levers1|levers2 (from the pinned worktree)" >&2; exit 2 ;;
 esac

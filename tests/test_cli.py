@@ -204,6 +204,44 @@ def test_resume_to_the_epochs_done_ends_the_run_there(run_copy):
     assert "of 2)" in stdout
 
 
+def test_resume_evaluates_with_the_runs_own_test_samples(run_copy):
+    # The run was made with --test-samples 2; a resume without the option keeps it, one
+    # with it may change it (evaluation only), and a run from before the count was stored
+    # gets the old default, 10.
+    assert json.loads((run_copy / "config.json").read_text())["evaluation"] == {
+        "test_samples": 2}
+    status, stdout, stderr = run_in_process(["train", "--out", str(run_copy), "--resume",
+                                             "--epochs", "2", "--no-progress"])
+    assert status == 0, stderr
+    assert json.loads((run_copy / "metrics.json").read_text())["test_samples"] == 2
+    assert "with 2 weight samples" in stdout
+    status, _, stderr = run_in_process(["train", "--out", str(run_copy), "--resume",
+                                        "--epochs", "2", "--test-samples", "0",
+                                        "--no-progress"])
+    assert status == 0, stderr
+    assert "test_error_mc" not in json.loads((run_copy / "metrics.json").read_text())
+    assert json.loads((run_copy / "config.json").read_text())["evaluation"] == {
+        "test_samples": 0}
+    stored = json.loads((run_copy / "config.json").read_text())
+    del stored["evaluation"]
+    (run_copy / "config.json").write_text(json.dumps(stored))
+    status, _, stderr = run_in_process(["train", "--out", str(run_copy), "--resume",
+                                        "--epochs", "2", "--no-progress"])
+    assert status == 0, stderr
+    assert json.loads((run_copy / "metrics.json").read_text())["test_samples"] == 10
+
+
+def test_resume_with_a_spoilt_stored_test_sample_count(run_copy):
+    stored = json.loads((run_copy / "config.json").read_text())
+    stored["evaluation"] = {"test_samples": "many"}
+    (run_copy / "config.json").write_text(json.dumps(stored))
+    before = snapshot(run_copy)
+    status, _, stderr = run_in_process(["train", "--out", str(run_copy), "--resume",
+                                        "--epochs", "2", "--no-progress"])
+    assert_usage_error(status, stderr, "evaluation.test_samples")
+    assert snapshot(run_copy) == before
+
+
 def test_ctrl_c_saves_a_checkpoint_and_exits_130(data_root, tmp_path):
     out = tmp_path / "run"
     proc = subprocess.Popen(

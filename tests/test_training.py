@@ -731,6 +731,8 @@ def test_lr_at_follows_the_step_decay():
     ({"rho_init": (-3.0, float("nan"))}, "rho_init"),
     ({"rho_init": (-3.0, -2.0, -1.0)}, "rho_init"),
     ({"mu_init": "laplace"}, "mu_init"),
+    ({"rho_lr_mult": 0.0}, "rho_lr_mult"),
+    ({"rho_lr_mult": float("inf")}, "rho_lr_mult"),
 ])
 def test_bad_recipe_settings(change, message):
     with pytest.raises(ValueError, match=message):
@@ -780,6 +782,25 @@ def test_resume_across_a_decay_matches_uninterrupted_run(mnist_300, tmp_path, op
                   progress=False)
     assert_same_history(resumed.history, full.history)
     assert_same_params(resumed, full)
+
+
+@pytest.mark.parametrize("engine", ["auto", "reference"])
+def test_rho_lr_mult_scales_the_step_of_rho_only(mnist_300, engine):
+    # One SGD step (one batch of 300): the same noise and gradients in all three runs, so
+    # rho moves 4x as far with rho_lr_mult=4 and mu exactly as far.
+    common = dict(optimizer="sgd", batch_size=300, epochs=1, engine=engine, eval_samples=0)
+    start = fit(tiny("bbb", lr=1e-30, **common), mnist_300.train, progress=False)
+    one = fit(tiny("bbb", lr=0.05, **common), mnist_300.train, progress=False)
+    four = fit(tiny("bbb", lr=0.05, rho_lr_mult=4.0, **common), mnist_300.train,
+               progress=False)
+    p = start.posterior
+    for a, b, c in zip(p.mu(), one.posterior.mu(), four.posterior.mu(), strict=True):
+        np.testing.assert_allclose(c.asnumpy(), b.asnumpy(), rtol=1e-6, atol=1e-8)
+        assert np.abs(b.asnumpy() - a.asnumpy()).max() > 1e-5
+    for a, b, c in zip(p.rho(), one.posterior.rho(), four.posterior.rho(), strict=True):
+        step_one, step_four = b.asnumpy() - a.asnumpy(), c.asnumpy() - a.asnumpy()
+        assert np.abs(step_one).max() > 1e-6
+        np.testing.assert_allclose(step_four, 4 * step_one, rtol=1e-3, atol=1e-6)
 
 
 def test_uniform_starts_for_mu_and_rho(mnist_300):
