@@ -4,6 +4,9 @@ PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
 SHARED ?= ../shared
+# Which MXNet 1.9.1 build `make setup` installs: cpu, or a CUDA one (cu110 ... cu117; see
+# README, "GPUs"). Change it with a fresh .venv: `make clean setup MXNET_BUILD=cu112`.
+MXNET_BUILD ?= cpu
 FASHION ?= /usr/share/datasets/fashion-mnist
 # Offline datasets: a folder with mnist/, fashion-mnist/ and mushroom/, assembled from symlinks
 # (see README). An exported BBB_GLUON_DATA wins.
@@ -16,7 +19,7 @@ setup: $(VENV)/.installed
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -e '.[test,notebooks]'
+	$(PY) -m pip install --quiet -e '.[$(MXNET_BUILD),test,notebooks]'
 	$(PY) -m pip check
 	touch $@
 

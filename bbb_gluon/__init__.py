@@ -10,6 +10,10 @@ loss, the training step, ``fit`` and prediction. The rest stays in its module:
 ``bbb_gluon.plotting`` (matplotlib) and ``bbb_gluon.fused`` (the compiled kernels).
 """
 
+from ._mxnet_build import check as _check_mxnet
+
+_check_mxnet()
+
 from .loss import BBBLoss, complexity_weight
 from .posterior import (
     BAYESIAN_LAYERS,

@@ -214,6 +214,11 @@ def _add_train_args(p):
                    help="record the test error after every epoch (history columns test_error, "
                         "test_error_mc); it chooses nothing")
     g.add_argument("--ctx", default="cpu", help="cpu, gpu, gpu:0,gpu:1 or cpu:0,cpu:1")
+    g.add_argument("--kvstore", default=None,
+                   choices=("device", "local", "dist_sync", "dist_sync_device"),
+                   help="how gradients are combined: across this process's devices (device, "
+                        "the default; local), or across the workers of a run started by "
+                        "bbb-gluon launch (dist_sync, dist_sync_device)")
     g.add_argument("--out", default=None,
                    help="run folder (default runs/<dataset>-<model>-<hidden>-s<seed>)")
     g.add_argument("--resume", action="store_true",
@@ -288,28 +293,38 @@ def cmd_train(args):
         raise UsageError(f"{out} already holds a run; use --resume or another --out "
                          "(nothing was changed)")
     ctxs = _contexts(args.ctx)
+    group = _worker_group(args.kvstore)
+    lead = group.rank == 0  # in a distributed run, rank 0 reports and writes the files
     splits = data.load_dataset(data_args["dataset"], root=data_args.get("data_dir"),
                                transform=data_args["transform"],
                                num_valid=data_args["num_valid"], seed=config.seed,
                                subset=data_args["subset"])
-    print(f"{splits.name}: {len(splits.train[1])} train, {len(splits.valid[1])} validation, "
-          f"{len(splits.test[1])} test images; run folder {out}")
-    os.makedirs(out, exist_ok=True)
+    if lead:
+        print(f"{splits.name}: {len(splits.train[1])} train, {len(splits.valid[1])} "
+              f"validation, {len(splits.test[1])} test images; run folder {out}"
+              + (f"; {group.num_workers} workers" if group.distributed else ""))
+        os.makedirs(out, exist_ok=True)
     t0 = time.perf_counter()
     try:
         result = fit(config, splits.train, splits.valid, run_dir=out, ctx=ctxs,
+                     kvstore=group.kvstore or args.kvstore,
                      resume=args.resume, progress=not args.no_progress,
                      extra_config={"data": data_args,
                                    "evaluation": {"test_samples": test_samples}},
                      test=splits.test if data_args.get("monitor_test") else None)
     except TrainingInterrupted:
-        print(f"interrupted: checkpoint saved in {out}/checkpoints; continue with "
-              f"bbb-gluon train --out {out} --resume", file=sys.stderr)
+        if lead:
+            print(f"interrupted: checkpoint saved in {out}/checkpoints; continue with "
+                  f"bbb-gluon train --out {out} --resume"
+                  + (" (under bbb-gluon launch, with the same workers)"
+                     if group.distributed else ""), file=sys.stderr)
         return EXIT_INTERRUPTED
     except TrainingDiverged as e:
         print(f"bbb-gluon train: error: {e}", file=sys.stderr)
         return EXIT_DIVERGED
     wall = time.perf_counter() - t0
+    if not lead:
+        return 0
     history = result.history
     Xt, yt = splits.test
 
@@ -361,6 +376,75 @@ def _refuse_to_overwrite(args, paths):
     if existing and not args.force:
         raise UsageError(f"{existing[0]} already exists; use --force to overwrite "
                          "(nothing was changed)")
+
+
+def _worker_group(kvstore):
+    """This process's WorkerGroup; a distributed kvstore outside a launched run is a usage
+    error, not a hang while MXNet looks for a scheduler."""
+    from .distributed import DIST_TYPES, WorkerGroup
+
+    if kvstore in DIST_TYPES and os.environ.get("DMLC_ROLE") != "worker":
+        raise UsageError(f"--kvstore {kvstore} runs under bbb-gluon launch (DMLC_ROLE=worker "
+                         "and the scheduler's address are not set)")
+    return WorkerGroup(kvstore if kvstore in DIST_TYPES else None)
+
+
+def _launch_argv(command):
+    """A ``bbb-gluon`` subcommand runs as ``python -m bbb_gluon ...`` (``train`` gets
+    ``--kvstore=dist_sync`` unless it names one); anything else as given."""
+    if command and command[0] == "--":
+        command = command[1:]
+    if not command:
+        raise UsageError("give the workers' command after --, e.g. "
+                         "bbb-gluon launch -n 2 -- train --epochs 1")
+    if command[0] == "train":
+        kv = [a for a in command if a == "--kvstore" or a.startswith("--kvstore=")]
+        if not kv:
+            command = [*command, "--kvstore=dist_sync"]
+        else:
+            i = command.index(kv[0])
+            value = kv[0].split("=", 1)[1] if "=" in kv[0] else (
+                command[i + 1] if i + 1 < len(command) else "")
+            if not value.startswith("dist_sync"):
+                raise UsageError(f"launched workers need --kvstore dist_sync or "
+                                 f"dist_sync_device, not {value!r}")
+        return [sys.executable, "-m", "bbb_gluon", *command]
+    if command[0] in ("evaluate", "prune", "compare", "weights", "bandit", "demo", "launch"):
+        raise UsageError(f"{command[0]} does not train on several workers; launch runs "
+                         "train or a program of yours")
+    return list(command)
+
+
+def cmd_launch(args):
+    from .distributed import LaunchError, launch, launch_commands
+
+    argv = _launch_argv(args.command)
+    for name in ("workers", "servers"):
+        if getattr(args, name) < 1:
+            raise UsageError(f"--{name} must be >= 1, got {getattr(args, name)}")
+    if args.threads is not None and args.threads < 1:
+        raise UsageError(f"--threads must be >= 1, got {args.threads}")
+    if args.timeout is not None and not args.timeout > 0:
+        raise UsageError(f"--timeout must be > 0 seconds, got {args.timeout}")
+    hosts = None
+    if args.host_file:
+        with open(args.host_file) as f:
+            hosts = [line.split("#")[0].strip() for line in f]
+        hosts = [h for h in hosts if h]
+        if not hosts:
+            raise UsageError(f"{args.host_file} names no host (one per line)")
+    if args.print_commands:
+        for host, role, text in launch_commands(argv, args.workers, args.servers,
+                                                hosts or [args.host], port=args.port or 9091,
+                                                threads=args.threads or 1):
+            print(f"# {role} on {host}\n{text}")
+        return 0
+    try:
+        return launch(argv, args.workers, args.servers, timeout=args.timeout,
+                      threads=args.threads, host=args.host, port=args.port, ssh_hosts=hosts)
+    except LaunchError as e:
+        print(f"bbb-gluon launch: error: {e}", file=sys.stderr)
+        return 1
 
 
 def _read_run_config(run_dir):
@@ -973,6 +1057,36 @@ def build_parser():
                    help="divide the complexity cost by the interactions seen so far, or by "
                         "the items in the buffer")
     p.set_defaults(func=cmd_bandit)
+    p = sub.add_parser("launch", help="train on several processes or machines (MXNet's "
+                                      "parameter server, dist_sync)",
+                       description="Start MXNet's scheduler, SERVERS servers and WORKERS "
+                                   "workers running the command after --, watch them, and "
+                                   "stop every one of them when one fails, on Ctrl-C (after "
+                                   "the workers have saved a checkpoint) or after --timeout. "
+                                   "A train command gets --kvstore=dist_sync. The processes "
+                                   "talk without authentication: use a trusted network.",
+                       epilog="example: bbb-gluon launch -n 2 -s 1 -- train --epochs 1 "
+                              "--out runs/two-workers")
+    p.add_argument("-n", "--workers", type=int, default=2, help="workers (default 2)")
+    p.add_argument("-s", "--servers", type=int, default=1, help="servers (default 1)")
+    p.add_argument("--timeout", type=float, default=None,
+                   help="seconds the whole run may take before every process is stopped")
+    p.add_argument("--threads", type=int, default=None,
+                   help="OMP_NUM_THREADS of each worker (default: the cores divided among "
+                        "the workers of a machine)")
+    p.add_argument("--host", default="127.0.0.1",
+                   help="interface to bind on this machine (default 127.0.0.1: loopback)")
+    p.add_argument("--port", type=int, default=None,
+                   help="the scheduler's port (default a free one; 9091 with --host-file)")
+    p.add_argument("--host-file", default=None,
+                   help="machines to run on, one address per line (the scheduler on the "
+                        "first), reached by ssh; each needs this folder and environment")
+    p.add_argument("--print-commands", action="store_true",
+                   help="print the command each process needs on its machine instead of "
+                        "running anything")
+    p.add_argument("command", nargs=argparse.REMAINDER,
+                   help="-- then the workers' command: train ... or a program of yours")
+    p.set_defaults(func=cmd_launch)
     p = sub.add_parser("demo", help="offline demo: two half-moons, about a minute",
                        description="Bayes by Backprop on two interleaved half-moons generated "
                                    "in code (1,000 points, noise 0.2, half held out; 2 hidden "

@@ -226,25 +226,28 @@ class FusedBBBStep:
 
     def noise(self, ctx, stream):
         """Fresh per-layer noise on ``ctx`` from the posterior's noise counters."""
-        counter = self.posterior.noise.advance(stream)
-        seed = self.posterior.noise.seed
-        return [mx.nd.bbb_normal(mu, seed=seed, stream=stream, counter=counter, layer=k)
+        source = self.posterior.noise
+        counter = source.advance(stream)
+        return [mx.nd.bbb_normal(mu, seed=source.seed, stream=source.global_stream(stream),
+                                 counter=counter, layer=k)
                 for k, mu in enumerate(self.posterior.mu(ctx))]
 
     def __call__(self, X, y, batch_index, samples=1, eps=None, want_complexity=False,
-                 step_size=None):
+                 step_size=None, batch_size=None):
         """Update on batch ``(X, y)``; returns ``(nll_sum, complexity)`` as NDArrays of
         shape (1,) on the first context (``complexity`` is the unweighted cost :math:`C`
         of the first device's first sample, computed only if ``want_complexity``, else
         None).
 
         ``eps[k][s]``: per-layer noise (list of arrays) for device ``k``, sample ``s``.
-        ``step_size`` goes to ``trainer.step`` (default the batch size).
+        ``step_size`` goes to ``trainer.step`` (default the batch size). ``batch_size``:
+        the examples of the whole batch when ``X`` is one worker's shard of it (default
+        ``X.shape[0]``); the complexity cost is shared out by it.
         """
         ctxs = self.posterior.contexts
         Xs = mx.gluon.utils.split_and_load(X, ctxs, even_split=False)
         ys = mx.gluon.utils.split_and_load(y, ctxs, even_split=False)
-        batch_size = X.shape[0]
+        batch_size = X.shape[0] if batch_size is None else batch_size
         pi = self.weight_of(batch_index)
         nll_sums, complexities = [], []
         for k, (xb, yb) in enumerate(zip(Xs, ys, strict=True)):

@@ -35,7 +35,10 @@ class NoiseSource:
         Draw the next block of a stream in a background thread as soon as one is taken.
 
     A stream is one per device in data-parallel training (``stream`` = the device's
-    index in the context list), so devices draw independent noise.
+    index in the context list), so devices draw independent noise. Across the workers of
+    a distributed run, ``stream_offset`` (rank x devices per worker) keeps the streams
+    apart; the counters (and the saved state) stay keyed by the local index, so every
+    worker resumes from the same checkpoint.
     """
 
     def __init__(self, size, seed=0, prefetch=True):
@@ -45,11 +48,17 @@ class NoiseSource:
         self._pending = {}
         self._lock = threading.Lock()
         self._pool = ThreadPoolExecutor(max_workers=1) if prefetch else None
+        self.stream_offset = 0
+
+    def global_stream(self, stream):
+        """The stream number the numbers are drawn from: ``stream_offset + stream``."""
+        return self.stream_offset + int(stream)
 
     def _submit(self, stream, counter):
         if self._pool is None:
             return None
-        return self._pool.submit(_draw, self.seed, stream, counter, self.size)
+        return self._pool.submit(_draw, self.seed, self.global_stream(stream), counter,
+                                 self.size)
 
     def next_numpy(self, stream=0):
         """The next block of ``stream`` as a NumPy float32 array of shape ``(size,)``."""
@@ -63,7 +72,7 @@ class NoiseSource:
                 block = None
             self._pending[stream] = (counter + 1, self._submit(stream, counter + 1))
         if block is None:
-            return _draw(self.seed, stream, counter, self.size)
+            return _draw(self.seed, self.global_stream(stream), counter, self.size)
         return block.result()
 
     def advance(self, stream=0):

@@ -129,7 +129,7 @@ class BBBStep:
             return f"the kernels are unavailable ({fused.unavailable_reason()})"
         return None
 
-    def __call__(self, X, y, batch_index=0, want_complexity=True, eps=None):
+    def __call__(self, X, y, batch_index=0, want_complexity=True, eps=None, batch_size=None):
         """Update on the batch ``(X, y)``, split over the posterior's contexts.
 
         Parameters
@@ -144,6 +144,10 @@ class BBBStep:
         eps : list, optional
             Fixed noise, for tests: ``eps[k][s]`` for device ``k`` and sample ``s``, a
             flat array (reference engine) or a list of per-parameter arrays (fused).
+        batch_size : int, optional
+            Examples in the whole batch when ``X`` is one worker's shard of it in
+            distributed training (default ``X.shape[0]``): the learning rate applies to
+            the whole batch's cost, and the complexity cost is shared out by it.
 
         Returns
         -------
@@ -153,14 +157,16 @@ class BBBStep:
             (``None`` if not asked for, or where the weighting skipped it); both on the
             first context, not read back to the host.
         """
-        step_size = X.shape[0] if self.loss_reduction == "mean" else 1
+        batch_size = X.shape[0] if batch_size is None else batch_size
+        step_size = batch_size if self.loss_reduction == "mean" else 1
         if self._fused is not None:
             costs = self._fused(X, y, batch_index, self.samples, eps=eps,
-                                want_complexity=want_complexity, step_size=step_size)
+                                want_complexity=want_complexity, step_size=step_size,
+                                batch_size=batch_size)
         else:
             costs = reference_step(self.net, self.posterior, self.loss, self.trainer, X, y,
                                    batch_index, self.posterior.contexts, self.samples, eps,
-                                   step_size)
+                                   step_size, batch_size)
         self._calls += 1
         if self.watch:
             total = costs[0] if costs[1] is None else costs[0] + costs[1]
@@ -200,12 +206,12 @@ def first_not_finite(named_arrays):
 
 
 def reference_step(net, posterior, loss_fn, trainer, X, y, batch_index, ctxs, samples=1,
-                   eps=None, step_size=None):
+                   eps=None, step_size=None, batch_size=None):
     """One update with MXNet operators and autograd through ``loss_fn`` (a BBBLoss); the
     arguments and the return value are :class:`BBBStep`'s."""
     Xs = gluon.utils.split_and_load(X, ctxs, even_split=False)
     ys = gluon.utils.split_and_load(y, ctxs, even_split=False)
-    batch_size = X.shape[0]
+    batch_size = X.shape[0] if batch_size is None else batch_size
     losses, nlls, complexity = [], [], None
     with autograd.record():
         for k, (xb, yb) in enumerate(zip(Xs, ys, strict=True)):

@@ -43,6 +43,7 @@ from ._files import (
     read_nd_file,
 )
 from .data import ArrayLoader
+from .distributed import WorkerGroup
 from .posterior import Posterior, PosteriorMismatchError, _structural_params, check_rho_init
 from .prediction import error_rate, predict_proba
 from .priors import make_prior
@@ -472,9 +473,16 @@ def _build(config, ctxs):
     return net, posterior
 
 
-def _make_trainer(config, params, ctxs):
+def _make_trainer(config, params, ctxs, group=None, kvstore=None):
     opt = {"learning_rate": config.lr}
-    kv = "device" if len(ctxs) > 1 else None
+    if group is not None and group.distributed:
+        kv = group.kvstore
+    elif len(ctxs) > 1:
+        kv = kvstore or "device"
+    else:
+        kv = None
+    # The optimiser runs on the workers (not on the servers), so its state can be saved
+    # and a resumed run is exact.
     return gluon.Trainer(params, config.optimizer, opt, kvstore=kv, update_on_kvstore=False
                          if kv else None)
 
@@ -503,9 +511,10 @@ def _check_resume_config(stored, config, path):
 
 
 def _check_resume_setup(meta, setup, path):
-    """The engine and the devices decide the noise a run draws: a resumed run keeps them."""
+    """The engine, the devices and the workers decide the noise a run draws: a resumed run
+    keeps them."""
     for name, value in setup.items():
-        stored = meta.get(name)
+        stored = meta.get(name, 1 if name == "workers" else None)
         if stored is not None and stored != value:
             raise CheckpointError(
                 f"{path} was trained with {name} {stored!r}; resuming with {value!r} would "
@@ -536,7 +545,7 @@ def _catch_sigint():
 
 def fit(config, train, valid=None, run_dir=None, ctx=None, resume=False, progress=True,
         stop_after_batches=None, extra_config=None, restore_best=False, test=None,
-        net=None, posterior=None, loss=None):
+        net=None, posterior=None, loss=None, kvstore=None):
     """Train a model as ``config`` says: the package's MLP, or your own network.
 
     Parameters
@@ -594,6 +603,16 @@ def fit(config, train, valid=None, run_dir=None, ctx=None, resume=False, progres
         means) instead of error rates, and the best epoch is chosen by it. A loss with
         parameters of its own (an initialised learned noise scale, say) has them trained
         alongside the network's deterministic parameters and saved in the checkpoints.
+    kvstore : str or mx.kvstore.KVStore, optional
+        "device" (the default with several devices) or "local" for one process;
+        "dist_sync" or "dist_sync_device" (or such a KVStore) to train as one worker of
+        several processes on MXNet's parameter server (start them with ``bbb-gluon
+        launch``; see :mod:`bbb_gluon.distributed`). Every worker walks the same batches
+        and takes its own shard of each (the learning rate applies to the whole batch),
+        draws its own weight noise, and keeps the optimiser's state itself, so a resumed
+        run is exact. Rank 0 alone evaluates and writes ``run_dir``; every worker reads
+        it on ``resume`` (use a folder all of them see). Progress is shown by rank 0, and
+        Ctrl-C stops every worker together at the next report (``config.log_every``).
 
     Raises
     ------
@@ -622,6 +641,8 @@ def fit(config, train, valid=None, run_dir=None, ctx=None, resume=False, progres
         ctx = next(iter(net.collect_params().values())).list_ctx()
     ctxs = ctx if isinstance(ctx, list | tuple) else [ctx or mx.current_context()]
     ctxs = list(ctxs)
+    group = WorkerGroup(kvstore)
+    writer = run_dir is not None and group.rank == 0
     if task is not None and task[0] == "classes":
         first = next(iter(train))[0].asnumpy() if from_loader else train[0]
         task = ("classes", _num_classes(net, first, ctxs[0], config.likelihood))
@@ -629,6 +650,8 @@ def fit(config, train, valid=None, run_dir=None, ctx=None, resume=False, progres
         X = y = None  # the loader's data are read batch by batch, not checked up front
     else:
         X, y = _check_arrays("training", *train, config, task)
+        if group.distributed:
+            group.check_batches(len(X), config.batch_size, len(ctxs))
     if valid is not None and len(valid[0]):
         Xv, yv = _check_arrays("validation", *valid, config, task)
     else:
@@ -664,6 +687,8 @@ def fit(config, train, valid=None, run_dir=None, ctx=None, resume=False, progres
     elif config.model == "bbb" and posterior is None:
         posterior = Posterior(net, mu_init=config.mu_init, mu_scale=config.mu_scale,
                               rho_init=config.rho_init, seed=config.seed)
+    if posterior is not None:
+        posterior.noise.stream_offset = group.rank * len(ctxs)
     if loss is None:
         loss_fn = (gluon.loss.SigmoidBCELoss() if config.likelihood == "bernoulli"
                    else gluon.loss.SoftmaxCrossEntropyLoss())
@@ -675,7 +700,17 @@ def fit(config, train, valid=None, run_dir=None, ctx=None, resume=False, progres
         for name, param in posterior.params.items():
             if name.endswith("_rho"):
                 param.lr_mult = config.rho_lr_mult
-        trainer = _make_trainer(config, posterior.params, ctxs)
+        rest = posterior.deterministic_params(net)
+        if loss is not None:
+            rest.update(loss.collect_params())
+        trained = posterior.params
+        if group.distributed and list(rest.keys()):
+            # One Trainer for everything: two would use the same kvstore keys.
+            trained = gluon.ParameterDict()
+            trained.update(posterior.params)
+            trained.update(rest)
+            rest = gluon.ParameterDict()
+        trainer = _make_trainer(config, trained, ctxs, group, kvstore)
         step = BBBStep(net, posterior, make_prior(**config.prior),
                        config.likelihood if loss is None else loss, trainer,
                        num_batches=num_batches, weighting=config.weighting,
@@ -683,20 +718,18 @@ def fit(config, train, valid=None, run_dir=None, ctx=None, resume=False, progres
                        engine=config.engine, loss_reduction=config.loss_reduction,
                        watch=False)  # the loop below watches the costs itself
         pi_sum = sum(step.loss.weight_of(i) for i in range(num_batches))
-        rest = posterior.deterministic_params(net)
-        if loss is not None:
-            rest.update(loss.collect_params())
         if list(rest.keys()):
-            others.append(_make_trainer(config, rest, ctxs))
+            others.append(_make_trainer(config, rest, ctxs, group, kvstore))
     else:
         params = net.collect_params()
         if loss is not None:
             params.update(loss.collect_params())
-        trainer = _make_trainer(config, params, ctxs)
+        trainer = _make_trainer(config, params, ctxs, group, kvstore)
         pi_sum = 0.0
     setup = {"engine": step.engine if step is not None else "plain",
              "contexts": [str(c) for c in ctxs],
-             "network": "mlp" if task is None else "user"}
+             "network": "mlp" if task is None else "user",
+             "workers": group.num_workers}
     metric = "valid_error" if loss is None else "valid_loss"
 
     history, start_epoch, start_batch, best = [], 0, 0, {"epoch": None, "error": None}
@@ -721,7 +754,8 @@ def fit(config, train, valid=None, run_dir=None, ctx=None, resume=False, progres
         _check_resume_setup(meta, setup, latest_path)
         history, best = meta["history"], meta["best"]
         start_epoch, start_batch, partial = meta["epoch"], meta["batch"], meta.get("partial")
-    if run_dir is not None:
+    group.prepare([trainer, *others])
+    if writer:
         atomic_write_text(os.path.join(run_dir, "config.json"),
                            json.dumps({"train": config.to_dict(), **(extra_config or {})},
                                       indent=1))
@@ -733,6 +767,7 @@ def fit(config, train, valid=None, run_dir=None, ctx=None, resume=False, progres
                 **setup}
 
     batches_done = 0
+    all_stop = False  # distributed: a Ctrl-C seen by any worker at the last report
     interrupted = False
     best_arrays = None
     with _catch_sigint() as sig:
@@ -747,7 +782,8 @@ def fit(config, train, valid=None, run_dir=None, ctx=None, resume=False, progres
                 acc_cplx[:] = partial["complexity_sum"]
                 measured, seconds = partial["measured"], partial["seconds"]
             bar = tqdm(total=num_batches, initial=skip, desc=f"epoch {epoch + 1}/{config.epochs}",
-                       disable=not progress, leave=True, dynamic_ncols=True)
+                       disable=not progress or group.rank != 0, leave=True,
+                       dynamic_ncols=True)
             # Set every epoch: loading optimizer states on resume brings back a stored rate.
             for t in [trainer, *others]:
                 t.set_learning_rate(config.lr_at(epoch))
@@ -762,16 +798,22 @@ def fit(config, train, valid=None, run_dir=None, ctx=None, resume=False, progres
                 if i < skip:
                     continue
                 report = (i + 1) % config.log_every == 0
-                step_size = config.step_size(xb.shape[0])
+                n = xb.shape[0]
+                step_size = config.step_size(n)
+                if group.distributed:
+                    here = group.shard(n)
+                    xb, yb = xb[here.start:here.stop], yb[here.start:here.stop]
                 if config.model == "dropout":
                     # mx.random's state cannot be saved; a seed per batch makes the masks
                     # a function of the position, so resuming reproduces them.
-                    mx.random.seed(_batch_seed(config.seed, epoch, i))
+                    mx.random.seed(_batch_seed(config.seed, epoch, i,
+                                               group.rank if group.distributed else None))
                 if step is not None:
                     # The complexity cost's value is only for reports: on the fused engine
                     # it is computed on the first batch and every log_every-th (its
                     # gradient on every batch).
-                    nll, cplx = step(xb, yb, i, want_complexity=report or i == 0)
+                    nll, cplx = step(xb, yb, i, want_complexity=report or i == 0,
+                                     batch_size=n)
                     for other in others:
                         other.step(step_size)
                 else:
@@ -784,15 +826,26 @@ def fit(config, train, valid=None, run_dir=None, ctx=None, resume=False, progres
                 batches_done += 1
                 first_bad = _track_nonfinite(first_bad, acc_nll + acc_cplx, i)
                 if report or i + 1 == num_batches:
-                    _raise_if_diverged(first_bad, acc_nll, acc_cplx, epoch, run_dir)
+                    if group.distributed:
+                        # Every worker stops, or fails, at the same batch: one that went
+                        # on alone would wait for the others' gradients for ever.
+                        bad, stop = group.allreduce([float(first_bad.asscalar()) >= 0,
+                                                     bool(sig["stop"])])
+                        if bad:
+                            _raise_if_diverged(first_bad, acc_nll, acc_cplx, epoch, run_dir,
+                                               elsewhere=True)
+                        all_stop = stop > 0
+                    else:
+                        _raise_if_diverged(first_bad, acc_nll, acc_cplx, epoch, run_dir)
                 if report and progress:
                     n, k = float(acc_nll.asscalar()), float(acc_cplx.asscalar())
                     kl = pi_sum * k / measured if measured else 0.0
                     bar.set_postfix(nll=f"{n / ((i + 1) * config.batch_size):.4f}",
                                     complexity=f"{kl:.4g}", refresh=False)
                 bar.update(1)
-                if sig["stop"] or (stop_after_batches is not None
-                                   and batches_done >= stop_after_batches):
+                stop_now = all_stop if group.distributed else sig["stop"]
+                if stop_now or (stop_after_batches is not None
+                                and batches_done >= stop_after_batches):
                     stopped_at = i + 1
                     break
             mx.nd.waitall()
@@ -800,19 +853,22 @@ def fit(config, train, valid=None, run_dir=None, ctx=None, resume=False, progres
             bar.close()
             if stopped_at is not None and stopped_at < num_batches:
                 interrupted = True
-                if run_dir is not None:
-                    part = {"nll": float(acc_nll.asscalar()),
-                            "complexity_sum": float(acc_cplx.asscalar()),
+                nll_sum, cplx_sum = _reduce_costs(group, acc_nll, acc_cplx)
+                if writer:
+                    part = {"nll": nll_sum, "complexity_sum": cplx_sum,
                             "measured": measured, "seconds": seconds}
                     _save_checkpoint(latest_path, net, posterior, [trainer, *others],
                                      meta_now(epoch, stopped_at, part), loss)
                 break
             _raise_if_diverged(first_bad, acc_nll, acc_cplx, epoch, run_dir)
             _check_parameters(net, posterior, epoch, run_dir, loss)
-            complexity = (pi_sum * float(acc_cplx.asscalar()) / measured
+            nll_sum, cplx_sum = _reduce_costs(group, acc_nll, acc_cplx)
+            complexity = (pi_sum * cplx_sum / measured
                           if posterior is not None and measured else 0.0)
-            row = _epoch_row(epoch, float(acc_nll.asscalar()), complexity, num_examples, seconds,
-                             net, posterior, config, Xv, yv, ctxs[0], Xm, ym, loss)
+            lead = group.rank == 0  # the others have nothing to record: rank 0 evaluates
+            row = _epoch_row(epoch, nll_sum, complexity, num_examples, seconds,
+                             net, posterior, config, Xv if lead else None, yv, ctxs[0],
+                             Xm if lead else None, ym, loss)
             history.append(row)
             improved = Xv is not None and (best["error"] is None
                                            or row[metric] < best["error"])
@@ -821,15 +877,15 @@ def fit(config, train, valid=None, run_dir=None, ctx=None, resume=False, progres
                 if restore_best and Xv is not None:
                     best_arrays = {k: v.copy()
                                    for k, v in _model_arrays(net, posterior, loss).items()}
-            if run_dir is not None:
+            if writer:
                 meta = meta_now(epoch + 1, 0, None)
                 if improved or Xv is None:
                     _save_checkpoint(best_path, net, posterior, None, meta, loss)
                 _save_checkpoint(latest_path, net, posterior, [trainer, *others], meta, loss)
                 _write_history(run_dir, history)
-            if sig["stop"] or (stop_after_batches is not None
-                               and batches_done >= stop_after_batches
-                               and epoch + 1 < config.epochs):
+            if (all_stop if group.distributed else sig["stop"]) or (
+                    stop_after_batches is not None and batches_done >= stop_after_batches
+                    and epoch + 1 < config.epochs):
                 interrupted = True
                 break
     if restore_best and not interrupted and best["epoch"] is not None and Xv is not None:
@@ -846,8 +902,19 @@ def fit(config, train, valid=None, run_dir=None, ctx=None, resume=False, progres
     return result
 
 
-def _batch_seed(seed, epoch, batch):
-    return int(np.random.SeedSequence([seed, epoch, batch]).generate_state(1)[0] % (2**31))
+def _batch_seed(seed, epoch, batch, rank=None):
+    key = [seed, epoch, batch] + ([] if rank is None else [rank])
+    return int(np.random.SeedSequence(key).generate_state(1)[0] % (2**31))
+
+
+def _reduce_costs(group, acc_nll, acc_cplx):
+    """The epoch's summed likelihood cost over all workers' shards, and the complexity
+    cost's running sum averaged over the workers (each measures it on its own noise)."""
+    nll, cplx = float(acc_nll.asscalar()), float(acc_cplx.asscalar())
+    if not group.distributed:
+        return nll, cplx
+    nll, cplx = group.allreduce([nll, cplx])
+    return float(nll), float(cplx) / group.num_workers
 
 
 def _track_nonfinite(first_bad, running_cost, batch):
@@ -857,8 +924,13 @@ def _track_nonfinite(first_bad, running_cost, batch):
     return first_bad + newly * (batch + 1)
 
 
-def _raise_if_diverged(first_bad, acc_nll, acc_cplx, epoch, run_dir):
+def _raise_if_diverged(first_bad, acc_nll, acc_cplx, epoch, run_dir, elsewhere=False):
     bad = int(first_bad.asscalar())
+    if bad < 0 and elsewhere:
+        raise TrainingDiverged(
+            f"training diverged in epoch {epoch + 1}: the cost of another worker is not "
+            f"finite; {_kept(epoch, run_dir)}. A smaller learning rate or a smaller initial "
+            "sigma (rho_init) usually avoids it.", epoch + 1, None)
     if bad < 0:
         return
     raise TrainingDiverged(

@@ -39,7 +39,8 @@ case "${1:-}" in
   levers1)  # the levers, at 400 units, one change each from the recipe
     run lever-rho-wide-400 --recipe paper --hidden 400,400 --rho-init=-2.5,-2
     run lever-sigma1-e1-400 --recipe paper --hidden 400,400 --log-sigma1 -1 ;;
-  levers2)
+  levers2)  # from a worktree at 2c2b5b9 or later (--rho-lr-mult): ../exp-levers
+    run lever-rho-lr10-400 --recipe paper --hidden 400,400 --rho-lr-mult 10
     run lever-lr1e-4-400 --recipe paper --hidden 400,400 --lr 1e-4 --lr-decay-epochs= ;;
   *)
     echo "usage: paper_recipe.sh 1200|400|levers1|levers2 (from the pinned worktree)" >&2; exit 2 ;;

@@ -47,3 +47,11 @@ def test_bandit_benchmark_runs_in_tiny_mode(mushroom_root):
                           capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr[-2000:]
     assert "x the Gluon loop" in done.stdout and "updates/s" in done.stdout
+
+
+def test_distributed_benchmark_runs_in_tiny_mode():
+    done = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "bench_dist.py"), "--tiny"],
+                          capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-2000:]
+    lines = [line for line in done.stdout.splitlines() if "x one process" in line]
+    assert len(lines) == 2 and lines[0].startswith("bbb") and lines[1].startswith("plain")

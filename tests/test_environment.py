@@ -1,11 +1,13 @@
 """The environment files agree, and the installed environment is the pinned one."""
 
 import re
+import sys
 import tomllib
 from pathlib import Path
 
 import mxnet as mx
 import numpy as np
+import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -61,3 +63,42 @@ def test_package_imports_and_exports_its_api():
     assert bbb_gluon.__version__
     for name in bbb_gluon.__all__:
         assert hasattr(bbb_gluon, name), name
+
+
+# --------------------------------------------------------------------------- MXNet builds
+
+
+def test_one_mxnet_build_is_an_extra_and_every_build_pins_1_9_1():
+    meta = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    assert not any(_name_and_spec(r)[0].startswith("mxnet") for r in meta["dependencies"])
+    extras = meta["optional-dependencies"]
+    assert extras["cpu"] == ["mxnet==1.9.1"]
+    for cuda in ("cu110", "cu111", "cu112", "cu113", "cu114", "cu115", "cu116", "cu117"):
+        assert extras[cuda] == [f"mxnet-{cuda}==1.9.1"]
+    # make setup and the conda file install the CPU build by default.
+    assert "MXNET_BUILD ?= cpu" in (ROOT / "Makefile").read_text()
+    assert "-e .[cpu,test,notebooks]" in (ROOT / "environment.yml").read_text()
+
+
+def test_this_environment_has_exactly_the_cpu_build():
+    from bbb_gluon._mxnet_build import installed_builds
+
+    assert installed_builds() == ["mxnet"]
+
+
+def test_two_mxnet_builds_are_an_import_error_that_says_what_to_do():
+    from bbb_gluon._mxnet_build import check
+
+    check(["mxnet"])  # one build: fine
+    with pytest.raises(ImportError, match="2 MXNet builds are installed") as info:
+        check(["mxnet", "mxnet-cu112"])
+    text = str(info.value)
+    assert "pip uninstall -y mxnet mxnet-cu112" in text and ".[cpu]" in text
+
+
+def test_a_missing_mxnet_is_an_import_error_that_says_what_to_install(monkeypatch):
+    from bbb_gluon._mxnet_build import check
+
+    monkeypatch.setitem(sys.modules, "mxnet", None)  # import mxnet now fails
+    with pytest.raises(ImportError, match=r"needs MXNet 1\.9\.1.*\.\[cpu\].*\.\[cu112\]"):
+        check([])

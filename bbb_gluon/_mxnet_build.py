@@ -1,0 +1,39 @@
+"""Which MXNet build is installed: exactly one, or a clear error at import.
+
+MXNet 1.9.1 ships as several pip distributions (``mxnet`` for CPUs, ``mxnet-cu110`` ...
+``mxnet-cu117`` for CUDA) that all install into the same ``mxnet/`` folder: with two of
+them, the files of one overwrite the other's and the result is neither.
+"""
+
+import re
+from importlib import metadata
+
+_BUILD = re.compile(r"mxnet(-(cu\d+(mkl)?|mkl|native))?")
+INSTALL_HINT = ("install one build: pip install -e '.[cpu]' (CPU), or '.[cu112]' etc. for "
+                "CUDA 11.0-11.7 on GPUs of compute capability 5.0-8.6 (README, \"GPUs\")")
+
+
+def installed_builds():
+    """Names of the MXNet distributions pip has installed, sorted."""
+    names = set()
+    for dist in metadata.distributions():
+        name = (dist.metadata["Name"] or "").lower().replace("_", "-")
+        if _BUILD.fullmatch(name):
+            names.add(name)
+    return sorted(names)
+
+
+def check(builds=None):
+    """Raise ``ImportError`` if two MXNet builds are installed, or MXNet cannot be
+    imported; ``builds`` defaults to :func:`installed_builds`."""
+    builds = installed_builds() if builds is None else list(builds)
+    if len(builds) > 1:
+        raise ImportError(
+            f"bbb_gluon: {len(builds)} MXNet builds are installed ({', '.join(builds)}); they "
+            f"share one mxnet/ folder and overwrite each other's files. Uninstall all "
+            f"(pip uninstall -y {' '.join(builds)}), then {INSTALL_HINT}")
+    try:
+        import mxnet  # noqa: F401
+    except ImportError as e:
+        raise ImportError(f"bbb_gluon needs MXNet 1.9.1, which could not be imported ({e}); "
+                          f"{INSTALL_HINT}") from e

@@ -1,0 +1,403 @@
+"""Training on several processes, on one machine or several, with MXNet's parameter server.
+
+MXNet's ``dist_sync`` kvstore sums the workers' gradients on one or more server processes
+and hands every worker the sum. ``fit(..., kvstore="dist_sync")`` uses it as data-parallel
+training: every worker walks the same permutation of the data, takes its own contiguous
+shard of every global batch, draws its own weight noise, and applies the same update to
+the same parameters, so all workers hold equal parameters after every step. Rank 0 alone
+writes the run folder.
+
+:class:`WorkerGroup` is the worker's side: rank, shards, small all-reduces for the costs
+and the stop and divergence flags, and the start-up that keeps the first step race-free.
+:func:`launch` is the other side: it starts the scheduler, the servers and the workers
+(on this machine, or prints or runs the commands for several), watches them, and stops
+every process it started when one fails or a time limit passes.
+
+The processes find each other through ``DMLC_*`` environment variables; there is no
+authentication, so run them on a trusted network only.
+"""
+
+from __future__ import annotations
+
+import collections
+import os
+import shlex
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+
+import mxnet as mx
+import numpy as np
+
+__all__ = ["WorkerGroup", "LaunchError", "launch", "free_port", "launch_commands"]
+
+# Kvstore keys of the group's own all-reduces: far above the 0..n-1 a Trainer uses.
+_REDUCE_KEY = 1_000_003
+_REDUCE_WIDTH = 8
+DIST_TYPES = ("dist_sync", "dist_sync_device")
+
+
+class WorkerGroup:
+    """This process's place among the workers of a data-parallel run.
+
+    Parameters
+    ----------
+    kvstore : None, str or mx.kvstore.KVStore
+        None, "local" or "device": one process (rank 0 of 1). "dist_sync" or
+        "dist_sync_device" (or a KVStore of those types): this process is one worker of
+        the run the ``DMLC_*`` environment describes (``bbb-gluon launch`` sets it).
+
+    Attributes
+    ----------
+    kvstore : KVStore or None
+        The distributed kvstore, to be given to the Trainer; None for one process.
+    rank, num_workers : int
+        Assigned by MXNet's scheduler, not by the order the workers were started in.
+    """
+
+    def __init__(self, kvstore=None):
+        if isinstance(kvstore, str):
+            if kvstore in DIST_TYPES:
+                kvstore = mx.kv.create(kvstore)
+            elif kvstore in ("local", "device"):
+                kvstore = None
+            else:
+                raise ValueError(f"kvstore must be 'local', 'device', 'dist_sync' or "
+                                 f"'dist_sync_device', got {kvstore!r}")
+        elif kvstore is not None and not isinstance(kvstore, mx.kvstore.KVStore):
+            raise TypeError(f"kvstore must be a name or an mx.kvstore.KVStore, got "
+                            f"{type(kvstore).__name__}")
+        if kvstore is not None and kvstore.type not in DIST_TYPES:
+            raise ValueError(f"a KVStore object must be of type {DIST_TYPES} (got "
+                             f"{kvstore.type!r}); pass 'local' or 'device' by name")
+        self.kvstore = kvstore
+        self.rank = kvstore.rank if kvstore is not None else 0
+        self.num_workers = kvstore.num_workers if kvstore is not None else 1
+        self._ready = False
+
+    @property
+    def distributed(self):
+        return self.kvstore is not None
+
+    def __repr__(self):
+        kind = self.kvstore.type if self.distributed else "one process"
+        return f"WorkerGroup({kind}, rank {self.rank} of {self.num_workers})"
+
+    def shard(self, n, rank=None):
+        """The rows of a global batch of ``n`` that ``rank`` (default this worker) takes.
+
+        Contiguous slices as ``gluon.utils.split_and_load(even_split=False)`` cuts them
+        across devices, so W workers with one device each see what one process with W
+        devices sees.
+        """
+        rank = self.rank if rank is None else rank
+        if n < self.num_workers:
+            raise ValueError(f"a batch of {n} examples cannot be shared by "
+                             f"{self.num_workers} workers")
+        each, extra = divmod(n, self.num_workers)  # the first `extra` take one more
+        start = rank * each + min(rank, extra)
+        return slice(start, start + each + (rank < extra))
+
+    def check_batches(self, num_examples, batch_size, devices):
+        """``ValueError`` before any work if some global batch (the last one, usually)
+        has fewer examples than there are devices in the whole run."""
+        parts = self.num_workers * devices
+        last = num_examples % batch_size or batch_size
+        smallest = min(batch_size, num_examples, last)
+        if smallest < parts:
+            raise ValueError(
+                f"a batch of {smallest} examples (of {num_examples} in batches of "
+                f"{batch_size}) cannot be split over {self.num_workers} workers x {devices} "
+                "devices; use fewer workers, a larger batch or drop the last examples")
+
+    def prepare(self, trainers):
+        """Start the Trainers' kvstore and send rank 0's parameters to every worker, and
+        wait for it, before the first step.
+
+        The Trainer otherwise does this lazily inside its first ``step()``, where the
+        copy of the initial weights can race with the first gradient exchange (in a
+        loopback test, 14 of 31 two-worker runs ended with wrong weights).
+        """
+        if not self.distributed or self._ready:
+            return
+        for trainer in trainers:
+            if not trainer._kv_initialized:
+                trainer._init_kvstore()
+            if trainer._params_to_init:
+                trainer._init_params()
+        self.kvstore.init(_REDUCE_KEY, mx.nd.zeros((_REDUCE_WIDTH,)))
+        mx.nd.waitall()
+        self.barrier()
+        self._ready = True
+
+    def allreduce(self, values):
+        """The sum over the workers of a few numbers (at most 8), as a NumPy float64 array;
+        the values themselves for one process. A host sync: call it between batches,
+        not in every step."""
+        values = np.asarray(values, dtype=np.float64).ravel()
+        if not self.distributed:
+            return values
+        if values.size > _REDUCE_WIDTH:
+            raise ValueError(f"allreduce takes at most {_REDUCE_WIDTH} numbers")
+        if not self._ready:
+            raise RuntimeError("WorkerGroup.prepare() must run before allreduce()")
+        buf = np.zeros(_REDUCE_WIDTH, dtype=np.float64)
+        buf[:values.size] = values
+        # float64 does not go through the parameter server; a value and its rounding
+        # error in float32 add up to it exactly enough for costs and flags.
+        hi = buf.astype(np.float32)
+        lo = (buf - hi).astype(np.float32)
+        out = []
+        for part in (hi, lo):
+            arr = mx.nd.array(part)
+            self.kvstore.pushpull(_REDUCE_KEY, arr)
+            out.append(arr.asnumpy().astype(np.float64))
+        return (out[0] + out[1])[:values.size]
+
+    def barrier(self):
+        if self.distributed:
+            self.kvstore._barrier()
+
+
+# --------------------------------------------------------------------------- the launcher
+
+
+class LaunchError(RuntimeError):
+    """A process of a launched run failed, or the run passed its time limit; every
+    process the launcher started has been stopped."""
+
+
+def free_port(host="127.0.0.1"):
+    """A TCP port nobody listens on right now (the scheduler's)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind((host, 0))
+        return s.getsockname()[1]
+
+
+def _roles(num_workers, num_servers, hosts):
+    """``(role, index, host)`` for the scheduler, the servers and the workers; servers
+    and workers go round-robin over ``hosts``, the scheduler to the first."""
+    roles = [("scheduler", 0, hosts[0])]
+    roles += [("server", i, hosts[i % len(hosts)]) for i in range(num_servers)]
+    roles += [("worker", i, hosts[i % len(hosts)]) for i in range(num_workers)]
+    return roles
+
+
+def _environment(role, host, scheduler, port, num_workers, num_servers, threads):
+    return {"DMLC_ROLE": role, "DMLC_PS_ROOT_URI": scheduler, "DMLC_PS_ROOT_PORT": str(port),
+            "DMLC_NUM_SERVER": str(num_servers), "DMLC_NUM_WORKER": str(num_workers),
+            "DMLC_NODE_HOST": host, "OMP_NUM_THREADS": str(threads if role == "worker" else 1)}
+
+
+def _check_counts(num_workers, num_servers, threads):
+    for name, value in (("workers", num_workers), ("servers", num_servers)):
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise ValueError(f"the number of {name} must be a positive integer, got {value!r}")
+    if threads is not None and (isinstance(threads, bool) or not isinstance(threads, int)
+                                or threads < 1):
+        raise ValueError(f"threads must be a positive integer, got {threads!r}")
+
+
+def launch_commands(command, num_workers, num_servers, hosts, port=9091, threads=1,
+                    cwd=None):
+    """The shell command each process of a several-machine run needs, one per line as
+    ``(host, role, command)``: run each on its host (the scheduler's first), from a folder
+    that holds the same files on every host (``cwd``, default this one)."""
+    _check_counts(num_workers, num_servers, threads)
+    if not command:
+        raise ValueError("launch needs a command for the workers")
+    argv = list(command)
+    cwd = cwd or os.getcwd()
+    lines = []
+    for role, _, host in _roles(num_workers, num_servers, hosts):
+        env = _environment(role, host, hosts[0], port, num_workers, num_servers, threads)
+        prog = argv if role == "worker" else [sys.executable, "-c", "import mxnet"]
+        text = "cd " + shlex.quote(cwd) + " && " + " ".join(
+            f"{k}={shlex.quote(v)}" for k, v in env.items()) + " " + shlex.join(prog)
+        lines.append((host, role, text))
+    return lines
+
+
+class _Process:
+    def __init__(self, role, index, popen, tail):
+        self.role, self.index, self.popen = role, index, popen
+        self.tail = collections.deque(maxlen=tail)
+        self.reader = None
+
+    @property
+    def name(self):
+        return self.role if self.role == "scheduler" else f"{self.role} {self.index}"
+
+
+def _pump(proc, echo, lock):
+    for raw in iter(proc.popen.stdout.readline, b""):
+        line = raw.decode("utf-8", "replace").rstrip("\n")
+        proc.tail.append(line)
+        if echo:
+            with lock:
+                print(f"[{proc.name}] {line}", flush=True)
+    proc.popen.stdout.close()
+
+
+def _stop(processes, grace=5.0):
+    """SIGTERM every process group still running, SIGKILL what is left after ``grace``."""
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        alive = [p for p in processes if p.popen.poll() is None]
+        for p in alive:
+            try:
+                os.killpg(p.popen.pid, sig)
+            except ProcessLookupError:
+                pass
+        deadline = time.monotonic() + grace
+        while time.monotonic() < deadline and any(p.popen.poll() is None for p in alive):
+            time.sleep(0.05)
+    for p in processes:
+        p.popen.wait()
+        if p.reader is not None:
+            p.reader.join(timeout=2)
+
+
+def launch(command, num_workers=2, num_servers=1, timeout=None, threads=None,
+           host="127.0.0.1", port=None, ssh_hosts=None, echo=True, tail=20, env=None,
+           interrupt_grace=120.0):
+    """Run ``command`` as ``num_workers`` workers of one ``dist_sync`` run, with its
+    scheduler and ``num_servers`` servers, and wait for it.
+
+    Parameters
+    ----------
+    command : list of str
+        The workers' program and its arguments: ``[sys.executable, "-m", "bbb_gluon",
+        "train", "--kvstore", "dist_sync", ...]``, or a script of yours that calls
+        ``fit(..., kvstore="dist_sync")``.
+    num_workers, num_servers : int
+    timeout : float, optional
+        Seconds the whole run may take; then every process is stopped and
+        :class:`LaunchError` raised.
+    threads : int, optional
+        ``OMP_NUM_THREADS`` of each worker (servers and the scheduler get 1); default the
+        machine's cores divided among the workers on it.
+    host : str
+        The interface to bind on one machine (default loopback, reachable only here).
+    port : int, optional
+        The scheduler's port (default a free one).
+    ssh_hosts : list of str, optional
+        Run on these machines through ``ssh`` instead (the scheduler on the first); each
+        must hold the same files at the same path and reach the others.
+    echo : bool
+        Print the workers' output, each line prefixed with ``[worker i]`` (i: the order
+        of starting, not the rank).
+    tail : int
+        Lines kept of each process's output for the error message.
+    env : dict, optional
+        More environment variables for every process.
+    interrupt_grace : float
+        After Ctrl-C, seconds the workers get to save a checkpoint and stop.
+
+    Returns
+    -------
+    int
+        0 when every worker exited with status 0.
+
+    Raises
+    ------
+    LaunchError
+        A process exited with a non-zero status, or the time limit passed; the message
+        names the process and holds its last lines.
+    KeyboardInterrupt
+        After a Ctrl-C, once every process has stopped.
+    """
+    _check_counts(num_workers, num_servers, threads)
+    if timeout is not None and not timeout > 0:
+        raise ValueError(f"timeout must be > 0 seconds, got {timeout!r}")
+    if not command:
+        raise ValueError("launch needs a command for the workers")
+    argv = list(command)
+    hosts = list(ssh_hosts) if ssh_hosts else [host]
+    port = port or (free_port(host) if not ssh_hosts else 9091)
+    if threads is None:
+        per_host = -(-num_workers // len(hosts))
+        threads = max(1, (os.cpu_count() or 1) // per_host)
+    lock = threading.Lock()
+    processes = []
+    base_env = dict(os.environ)
+    base_env.update(env or {})
+    base_env["PYTHONUNBUFFERED"] = "1"
+    try:
+        for role, index, where in _roles(num_workers, num_servers, hosts):
+            role_env = _environment(role, where, hosts[0], port, num_workers, num_servers,
+                                    threads)
+            prog = argv if role == "worker" else [sys.executable, "-c", "import mxnet"]
+            if ssh_hosts:
+                remote = "cd " + shlex.quote(os.getcwd()) + " && " + " ".join(
+                    f"{k}={shlex.quote(v)}" for k, v in role_env.items()) + " " + \
+                    shlex.join(prog)
+                full, proc_env = ["ssh", "-tt", where, remote], base_env
+            else:
+                full, proc_env = prog, {**base_env, **role_env}
+            popen = subprocess.Popen(full, env=proc_env, stdout=subprocess.PIPE,
+                                     stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                     start_new_session=True)
+            proc = _Process(role, index, popen, tail)
+            proc.reader = threading.Thread(target=_pump, args=(proc, echo and role == "worker",
+                                                               lock), daemon=True)
+            proc.reader.start()
+            processes.append(proc)
+        return _watch(processes, timeout, interrupt_grace)
+    except BaseException:
+        _stop(processes)
+        raise
+
+
+def _failure(proc, why):
+    lines = "\n".join(f"    {line}" for line in proc.tail) or "    (no output)"
+    return LaunchError(f"{proc.name} (pid {proc.popen.pid}) {why}; every process of the run "
+                       f"was stopped. Its last lines:\n{lines}")
+
+
+def _watch(processes, timeout, interrupt_grace):
+    start = time.monotonic()
+    workers = [p for p in processes if p.role == "worker"]
+    others = [p for p in processes if p.role != "worker"]
+    interrupted_at = None
+    while True:
+        try:
+            for p in processes:
+                status = p.popen.poll()
+                if status not in (None, 0) and interrupted_at is None:
+                    _stop(processes)
+                    raise _failure(p, f"exited with status {status}")
+            if all(p.popen.poll() is not None for p in workers):
+                if interrupted_at is not None:
+                    _stop(processes)
+                    raise KeyboardInterrupt
+                # The scheduler and the servers leave once the last worker has; give them
+                # a moment, then make sure.
+                deadline = time.monotonic() + 10
+                while time.monotonic() < deadline and any(p.popen.poll() is None
+                                                          for p in others):
+                    time.sleep(0.05)
+                _stop(processes)
+                return 0
+            now = time.monotonic()
+            if interrupted_at is not None and now - interrupted_at > interrupt_grace:
+                _stop(processes)
+                raise KeyboardInterrupt
+            if timeout is not None and now - start > timeout and interrupted_at is None:
+                slow = next(p for p in workers if p.popen.poll() is None)
+                _stop(processes)
+                raise _failure(slow, f"was still running after the time limit of {timeout:g} s")
+            time.sleep(0.05)
+        except KeyboardInterrupt:
+            if interrupted_at is not None:
+                raise
+            # Ctrl-C: the workers save a checkpoint at their next report and stop together.
+            interrupted_at = time.monotonic()
+            for p in workers:
+                if p.popen.poll() is None:
+                    try:
+                        os.killpg(p.popen.pid, signal.SIGINT)
+                    except ProcessLookupError:
+                        pass

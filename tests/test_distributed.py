@@ -1,0 +1,240 @@
+"""Tests for ``bbb_gluon.distributed``: the worker's side of a ``dist_sync`` run and the
+launcher, with real scheduler, server and worker processes on loopback.
+
+Each launched run is bounded by a timeout, takes a free port, and is checked to leave no
+process behind. Two workers with one device each must end with the parameters that one
+process with two devices reaches on the same batches and noise.
+"""
+
+import json
+import os
+import sys
+import time
+import uuid
+from pathlib import Path
+
+import mxnet as mx
+import numpy as np
+import pytest
+from mxnet import gluon
+
+from bbb_gluon.distributed import LaunchError, WorkerGroup, launch, launch_commands
+from bbb_gluon.training import fit, load_run
+
+sys.path.insert(0, str(Path(__file__).parent))
+import dist_worker  # noqa: E402
+
+WORKER = str(Path(__file__).parent / "dist_worker.py")
+LIMIT = 180  # seconds any launched run may take here (they take about 10)
+
+
+# --------------------------------------------------------------------------- one process
+
+
+def test_one_process_group():
+    group = WorkerGroup()
+    assert not group.distributed and group.rank == 0 and group.num_workers == 1
+    assert group.shard(128) == slice(0, 128)
+    np.testing.assert_array_equal(group.allreduce([1.5, 2]), [1.5, 2.0])
+    group.prepare([])  # nothing to do
+    group.barrier()
+    assert WorkerGroup("device").kvstore is None and WorkerGroup("local").kvstore is None
+
+
+@pytest.mark.parametrize("n, workers", [(128, 2), (100, 3), (96, 2), (7, 7), (65, 4)])
+def test_shards_cut_a_batch_as_split_and_load_cuts_it_over_devices(n, workers):
+    group = WorkerGroup()
+    group.num_workers = workers
+    X = mx.nd.arange(n)
+    parts = gluon.utils.split_and_load(X, [mx.cpu(k) for k in range(workers)],
+                                       even_split=False)
+    for rank, part in enumerate(parts):
+        here = group.shard(n, rank)
+        np.testing.assert_array_equal(X[here.start:here.stop].asnumpy(), part.asnumpy())
+
+
+def test_batches_too_small_for_the_workers_are_refused_up_front():
+    group = WorkerGroup()
+    group.num_workers = 4
+    group.check_batches(1000, 128, 1)  # last batch 104
+    with pytest.raises(ValueError, match="batch of 3 examples"):
+        group.check_batches(1027, 128, 1)  # last batch 3
+    with pytest.raises(ValueError, match="4 workers x 2 devices"):
+        group.check_batches(1030, 128, 2)  # last batch 6, for 8 devices in all
+    with pytest.raises(ValueError, match="cannot be shared"):
+        group.shard(3)
+
+
+@pytest.mark.parametrize("kvstore, error", [("dist_async", ValueError), (3, TypeError),
+                                            (mx.kv.create("local"), ValueError)])
+def test_bad_kvstores(kvstore, error):
+    with pytest.raises(error, match="kvstore|KVStore"):
+        WorkerGroup(kvstore)
+
+
+def test_launch_commands_for_several_machines():
+    lines = launch_commands(["python", "train.py", "--epochs", "1"], 3, 2,
+                            ["10.0.0.1", "10.0.0.2"], port=9100, threads=4, cwd="/data/run")
+    roles = [(host, role) for host, role, _ in lines]
+    assert roles == [("10.0.0.1", "scheduler"), ("10.0.0.1", "server"), ("10.0.0.2", "server"),
+                     ("10.0.0.1", "worker"), ("10.0.0.2", "worker"), ("10.0.0.1", "worker")]
+    for host, role, text in lines:
+        assert text.startswith("cd /data/run && ")
+        assert f"DMLC_ROLE={role}" in text and f"DMLC_NODE_HOST={host}" in text
+        assert "DMLC_PS_ROOT_URI=10.0.0.1" in text and "DMLC_PS_ROOT_PORT=9100" in text
+        assert "DMLC_NUM_WORKER=3" in text and "DMLC_NUM_SERVER=2" in text
+        if role == "worker":
+            assert text.endswith("python train.py --epochs 1") and "OMP_NUM_THREADS=4" in text
+        else:
+            assert text.endswith("-c 'import mxnet'") and "OMP_NUM_THREADS=1" in text
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    ({"num_workers": 0}, "workers"), ({"num_servers": -1}, "servers"),
+    ({"threads": 0}, "threads"), ({"timeout": 0}, "timeout"), ({"command": []}, "command"),
+])
+def test_launch_checks_its_arguments_before_starting_anything(kwargs, message):
+    args = {"command": [sys.executable, "-c", "pass"], **kwargs}
+    with pytest.raises(ValueError, match=message):
+        launch(**args)
+
+
+# --------------------------------------------------------------------------- launched runs
+
+
+def _tagged_processes(tag):
+    """PIDs of live processes whose environment holds ``tag``."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            if tag.encode() in (entry / "environ").read_bytes():
+                state = (entry / "stat").read_text().split()[2]
+                if state != "Z":
+                    found.append(int(entry.name))
+        except OSError:
+            continue
+    return found
+
+
+def run_launch(data_root, *args, workers=2, timeout=LIMIT, **kwargs):
+    """``launch`` of ``dist_worker.py args``, then a check that nothing it started is left."""
+    tag = f"bbb-test-{uuid.uuid4()}"
+    env = {"BBB_GLUON_DATA": str(data_root), "BBB_TEST_TAG": tag}
+    try:
+        return launch([sys.executable, WORKER, *args], workers, 1, timeout=timeout,
+                      threads=1, env=env, echo=False, **kwargs)
+    finally:
+        deadline = time.monotonic() + 10
+        while _tagged_processes(tag) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert _tagged_processes(tag) == [], "processes left running"
+
+
+def single_process(model, engine):
+    """One process, two devices: the run two workers must reproduce."""
+    splits = dist_worker.data()
+    return fit(dist_worker.config(model, engine), splits.train, splits.valid,
+               ctx=[mx.cpu(0), mx.cpu(1)], progress=False)
+
+
+def arrays_of(result):
+    if result.posterior is not None:
+        return [a.asnumpy() for a in result.posterior.mu() + result.posterior.rho()]
+    return [p.data(p.list_ctx()[0]).asnumpy()
+            for p in result.net._collect_params_with_prefix().values()]
+
+
+def load_rank(folder, rank):
+    with np.load(folder / f"rank{rank}.npz") as z:
+        return [z[f"arr_{k}"] for k in range(len(z.files))]
+
+
+@pytest.mark.parametrize("model, engine", [("bbb", "auto"), ("bbb", "reference"),
+                                           ("plain", "auto")])
+def test_two_workers_equal_one_process_with_two_devices(data_root, tmp_path, model, engine):
+    assert run_launch(data_root, "fit", str(tmp_path), model, engine) == 0
+    ranks = [load_rank(tmp_path, r) for r in (0, 1)]
+    for a, b in zip(*ranks, strict=True):
+        np.testing.assert_array_equal(a, b)  # the workers hold the same parameters
+    reference = single_process(model, engine)
+    for a, b in zip(ranks[0], arrays_of(reference), strict=True):
+        np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
+    assert np.abs(ranks[0][0]).max() > 0
+    # Rank 0 evaluates: the same validation errors, and the same likelihood cost.
+    history = json.loads((tmp_path / "rank0.json").read_text())
+    assert [row["valid_error"] for row in history] == \
+        [row["valid_error"] for row in reference.history]
+    for row, ref in zip(history, reference.history, strict=True):
+        assert row["likelihood_cost"] == pytest.approx(ref["likelihood_cost"], rel=1e-5)
+    assert "valid_error" not in json.loads((tmp_path / "rank1.json").read_text())[0]
+
+
+def test_a_distributed_run_resumed_from_its_checkpoint_continues_the_same_run(data_root,
+                                                                             tmp_path):
+    assert run_launch(data_root, "stop", str(tmp_path), "bbb", "auto") == 0
+    run = tmp_path / "run"
+    _, _, _, meta = load_run(run, "latest")
+    assert (meta["epoch"], meta["batch"], meta["workers"]) == (0, 7, 2)
+    assert run_launch(data_root, "resume", str(tmp_path), "bbb", "auto") == 0
+    reference = single_process("bbb", "auto")
+    for a, b in zip(load_rank(tmp_path, 0), arrays_of(reference), strict=True):
+        np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
+    history = json.loads((run / "history.json").read_text())
+    assert [row["valid_error"] for row in history] == \
+        [row["valid_error"] for row in reference.history]
+
+
+def test_a_distributed_checkpoint_is_not_resumed_by_one_process(data_root, tmp_path):
+    assert run_launch(data_root, "stop", str(tmp_path), "bbb", "auto") == 0
+    splits = dist_worker.data()
+    from bbb_gluon.training import CheckpointError
+
+    with pytest.raises(CheckpointError, match="workers 2"):
+        fit(dist_worker.config("bbb", "auto"), splits.train, splits.valid,
+            run_dir=tmp_path / "run", ctx=mx.cpu(0), resume=True, progress=False)
+
+
+def test_a_killed_worker_stops_the_whole_run(data_root, tmp_path):
+    t0 = time.monotonic()
+    with pytest.raises(LaunchError, match=r"worker \d \(pid \d+\) exited with status -9"):
+        run_launch(data_root, "die", str(tmp_path), "bbb", "auto", timeout=120)
+    assert time.monotonic() - t0 < 60  # noticed at once, not at the time limit
+
+
+def test_the_time_limit_stops_every_process(data_root, tmp_path):
+    t0 = time.monotonic()
+    with pytest.raises(LaunchError, match="time limit of 3 s"):
+        run_launch(data_root, "hang", str(tmp_path), "bbb", "auto", timeout=3)
+    assert time.monotonic() - t0 < 30
+
+
+def test_a_failing_worker_reports_its_last_lines(data_root, tmp_path):
+    tag = f"bbb-test-{uuid.uuid4()}"
+    program = [sys.executable, "-c",
+               "import sys; print('one'); print('two'); sys.exit(5)"]
+    with pytest.raises(LaunchError) as info:
+        launch(program, 2, 1, timeout=LIMIT, env={"BBB_TEST_TAG": tag}, echo=False)
+    text = str(info.value)
+    assert "exited with status 5" in text and "one" in text and "two" in text
+    assert "every process of the run was stopped" in text
+    time.sleep(0.5)
+    assert _tagged_processes(tag) == []
+
+
+def test_launch_through_the_command_line(data_root, tmp_path, monkeypatch):
+    from bbb_gluon.cli import main
+
+    monkeypatch.setenv("BBB_GLUON_DATA", str(data_root))
+    monkeypatch.chdir(tmp_path)
+    out = tmp_path / "two"
+    status = main(["launch", "-n", "2", "--timeout", str(LIMIT), "--", "train", "--subset",
+                   "600", "--hidden", "16", "--epochs", "1", "--eval-samples", "0",
+                   "--test-samples", "0", "--no-progress", "--out", str(out)])
+    assert status == 0
+    metrics = json.loads((out / "metrics.json").read_text())
+    assert metrics["epochs"] == 1 and metrics["test_error_means"] < 0.9
+    _, _, _, meta = load_run(out, "latest")
+    assert meta["workers"] == 2
+    assert os.path.exists(out / "learning_curve.png")
