@@ -870,8 +870,8 @@ def fit(config, train, valid=None, run_dir=None, ctx=None, resume=False, progres
                              net, posterior, config, Xv if lead else None, yv, ctxs[0],
                              Xm if lead else None, ym, loss)
             history.append(row)
-            improved = Xv is not None and (best["error"] is None
-                                           or row[metric] < best["error"])
+            improved = lead and Xv is not None and (best["error"] is None
+                                                    or row[metric] < best["error"])
             if improved or (Xv is None):
                 best = {"epoch": epoch + 1, "error": row.get(metric)}
                 if restore_best and Xv is not None:

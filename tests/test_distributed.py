@@ -238,3 +238,41 @@ def test_launch_through_the_command_line(data_root, tmp_path, monkeypatch):
     _, _, _, meta = load_run(out, "latest")
     assert meta["workers"] == 2
     assert os.path.exists(out / "learning_curve.png")
+
+
+def test_ctrl_c_stops_every_worker_at_one_checkpoint_and_resume_continues(data_root,
+                                                                        tmp_path):
+    import signal
+    import subprocess
+
+    tag = f"bbb-test-{uuid.uuid4()}"
+    env = {**os.environ, "BBB_GLUON_DATA": str(data_root), "BBB_TEST_TAG": tag}
+    out = tmp_path / "run"
+    train = ["train", "--subset", "3000", "--hidden", "16", "--eval-samples", "0",
+             "--test-samples", "0", "--no-progress", "--out", str(out)]
+    launcher = subprocess.Popen([sys.executable, "-m", "bbb_gluon", "launch", "-n", "2",
+                                 "--timeout", str(LIMIT), "--", *train, "--epochs", "200"],
+                                env=env, cwd=tmp_path, stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + LIMIT
+    while not (out / "history.csv").exists() and time.monotonic() < deadline:
+        time.sleep(0.1)  # the first epoch has ended: the workers are training
+    launcher.send_signal(signal.SIGINT)
+    stdout, stderr = launcher.communicate(timeout=LIMIT)
+    assert launcher.returncode == 130, stderr
+    assert "Traceback" not in stderr
+    assert "interrupted: checkpoint saved" in stdout
+    time.sleep(0.5)
+    assert _tagged_processes(tag) == []
+    _, _, _, meta = load_run(out, "latest")
+    done = meta["epoch"]
+    assert 1 <= done < 200 and meta["workers"] == 2
+    history = json.loads((out / "history.json").read_text())
+    status = subprocess.run([sys.executable, "-m", "bbb_gluon", "launch", "-n", "2",
+                             "--timeout", str(LIMIT), "--", "train", "--out", str(out),
+                             "--resume", "--epochs", str(done + 1), "--test-samples", "0",
+                             "--no-progress"], env=env, cwd=tmp_path, capture_output=True,
+                            text=True, timeout=LIMIT)
+    assert status.returncode == 0, status.stderr
+    resumed = json.loads((out / "history.json").read_text())
+    assert len(resumed) == done + 1 and resumed[:done] == history[:done]
