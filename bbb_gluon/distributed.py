@@ -186,10 +186,19 @@ def _roles(num_workers, num_servers, hosts):
     return roles
 
 
+def _address(host):
+    """The IP address of ``host``: MXNet's processes bind to addresses, not names."""
+    try:
+        return socket.gethostbyname(host)
+    except OSError:
+        return host
+
+
 def _environment(role, host, scheduler, port, num_workers, num_servers, threads):
-    return {"DMLC_ROLE": role, "DMLC_PS_ROOT_URI": scheduler, "DMLC_PS_ROOT_PORT": str(port),
-            "DMLC_NUM_SERVER": str(num_servers), "DMLC_NUM_WORKER": str(num_workers),
-            "DMLC_NODE_HOST": host, "OMP_NUM_THREADS": str(threads if role == "worker" else 1)}
+    return {"DMLC_ROLE": role, "DMLC_PS_ROOT_URI": _address(scheduler),
+            "DMLC_PS_ROOT_PORT": str(port), "DMLC_NUM_SERVER": str(num_servers),
+            "DMLC_NUM_WORKER": str(num_workers), "DMLC_NODE_HOST": _address(host),
+            "OMP_NUM_THREADS": str(threads if role == "worker" else 1)}
 
 
 def _check_counts(num_workers, num_servers, threads):

@@ -276,3 +276,26 @@ def test_ctrl_c_stops_every_worker_at_one_checkpoint_and_resume_continues(data_r
     assert status.returncode == 0, status.stderr
     resumed = json.loads((out / "history.json").read_text())
     assert len(resumed) == done + 1 and resumed[:done] == history[:done]
+
+
+def test_a_host_file_run_goes_through_ssh(data_root, tmp_path, monkeypatch):
+    # A stand-in for ssh that runs the remote command here: what launch sends through ssh
+    # must be a complete command (folder, environment, program) on its own.
+    fake = tmp_path / "bin"
+    fake.mkdir()
+    (fake / "ssh").write_text('#!/bin/sh\n[ "$1" = "-tt" ] && shift\nhost=$1; shift\n'
+                              'echo "$host" >> "$SSH_LOG"\nexec sh -c "$*"\n')
+    (fake / "ssh").chmod(0o755)
+    log = tmp_path / "ssh.log"
+    monkeypatch.setenv("PATH", f"{fake}:{os.environ['PATH']}")
+    monkeypatch.setenv("SSH_LOG", str(log))
+    from bbb_gluon.distributed import free_port
+
+    monkeypatch.chdir(tmp_path)
+    status = run_launch(data_root, "fit", str(tmp_path), "plain", "auto",
+                        ssh_hosts=["127.0.0.1", "localhost"], port=free_port())
+    assert status == 0
+    for a, b in zip(load_rank(tmp_path, 0), load_rank(tmp_path, 1), strict=True):
+        np.testing.assert_array_equal(a, b)
+    # scheduler, server and worker 0 on the first host, worker 1 on the second
+    assert sorted(log.read_text().split()) == ["127.0.0.1"] * 3 + ["localhost"]
