@@ -14,7 +14,11 @@ OpenMP-parallel, vectorised loops, and MXNet loads it as an operator library
   likelihood (given its gradient with respect to :math:`w`) plus the weighted complexity
   cost, written out by hand (the same estimator as :class:`bbb_gluon.BBBLoss`; tests check
   they agree);
-- ``bbb_cost``: the complexity cost's value, for reports.
+- ``bbb_cost``: the complexity cost's value, for reports;
+- ``bbb_update``: ``bbb_grad`` and the optimiser's update (Adam, or SGD without momentum)
+  in the same pass, on the Trainer's own state, so one call per layer replaces the
+  gradient kernel and ``Trainer.step``;
+- ``bbb_threads``: the OpenMP thread count of the engine thread (:mod:`bbb_gluon.threads`).
 
 The library is built with the machine's C++ compiler (``$CXX`` or ``g++``) against the
 headers that ship in the MXNet wheel, cached in ``$BBB_GLUON_CACHE`` (default
@@ -24,6 +28,7 @@ flags, and rebuilt only when one of them changes. Without a compiler, or with
 """
 
 import hashlib
+import math
 import os
 import shutil
 import subprocess
@@ -41,6 +46,10 @@ __all__ = ["available", "unavailable_reason", "load", "prior_attrs"]
 _SOURCE = Path(__file__).with_name("_fused") / "fused.cc"
 _lock = threading.Lock()
 _state = {"loaded": False, "reason": None, "path": None}
+
+# bbb_update repeats MXNet's optimiser arithmetic in MXNet's order, so that it gives the
+# Trainer's results to the bit: no reassociation, no reciprocals, no fused multiply-adds.
+_EXACT_FLAGS = ("-fno-associative-math", "-fno-reciprocal-math", "-ffp-contract=off")
 
 # Codes of the complexity kinds in fused.cc.
 KIND_NONE, KIND_MIXTURE, KIND_GAUSSIAN_MC, KIND_GAUSSIAN_KL = 0, 1, 2, 3
@@ -66,10 +75,11 @@ def _cache_dir():
     return Path(root)
 
 
-def build(cxx, source, stem, mxnet_library=True):
+def build(cxx, source, stem, mxnet_library=True, flags=()):
     """Compile ``source`` into a shared library cached under ``$BBB_GLUON_CACHE``; return
     its path. ``mxnet_library``: link MXNet's ``lib_api.cc`` so ``mx.library.load`` can
-    load it (else a plain C ABI library, for ``ctypes``)."""
+    load it (else a plain C ABI library, for ``ctypes``); ``flags``: more compiler flags
+    for ``source``."""
     mx_root = _mxnet_root()
     lib_api = mx_root / "src" / "lib_api.cc"
     include = mx_root / "include"
@@ -82,7 +92,8 @@ def build(cxx, source, stem, mxnet_library=True):
     headers = sorted(Path(source).parent.glob("*.h"))  # included by the sources
     for part in (Path(source).read_bytes(), *(h.read_bytes() for h in headers),
                  lib_api.read_bytes() if mxnet_library else b"",
-                 mx.__version__.encode(), version.encode(), _cpu_flags().encode(), b"v1"):
+                 mx.__version__.encode(), version.encode(), _cpu_flags().encode(), b"v1",
+                 " ".join(flags).encode()):
         key.update(part)
     target = _cache_dir() / f"lib{stem}-{key.hexdigest()[:16]}.so"
     if target.is_file():
@@ -95,8 +106,8 @@ def build(cxx, source, stem, mxnet_library=True):
         # switch the whole process to flush-to-zero) is not linked in.
         common = ["-std=c++17", "-fPIC", f"-I{include}"]
         objects = [str(tmp / "kernels.o")]
-        steps = [[cxx, *common, "-O3", "-march=native", "-ffast-math", "-fopenmp", "-c",
-                  str(source), "-o", objects[0]]]
+        steps = [[cxx, *common, "-O3", "-march=native", "-ffast-math", *flags, "-fopenmp",
+                  "-c", str(source), "-o", objects[0]]]
         if mxnet_library:
             objects.append(str(tmp / "lib_api.o"))
             steps.append([cxx, *common, "-O2", "-c", str(lib_api), "-o", objects[1]])
@@ -128,7 +139,7 @@ def load():
             _state["reason"] = "no C++ compiler found (install g++ or set CXX)"
         else:
             try:
-                path = build(cxx, _SOURCE, "bbb_fused")
+                path = build(cxx, _SOURCE, "bbb_fused", flags=_EXACT_FLAGS)
                 mx.library.load(str(path), verbose=False)
                 _state.update(loaded=True, path=str(path))
             except Exception as e:  # a failed build must never stop training
@@ -215,6 +226,7 @@ class FusedBBBStep:
                              f"as the likelihood, got {likelihood!r}")
         self.likelihood = likelihood
         self._buffers = {}
+        self._update = None  # the fused update's plan, decided at the first step
 
     def _grad_buffers(self, ctx):
         if ctx not in self._buffers:
@@ -232,6 +244,65 @@ class FusedBBBStep:
                                  counter=counter, layer=k)
                 for k, mu in enumerate(self.posterior.mu(ctx))]
 
+    def _update_plan(self):
+        """``(adam, [(mu index, rho index)] per layer)`` when the optimiser's update can
+        run inside the gradient kernel, else False: one context and no kvstore (nothing
+        to all-reduce), a Trainer over exactly the posterior's parameters, float32 Adam or
+        SGD without momentum. ``BBB_GLUON_FUSED_UPDATE=0`` turns it off."""
+        if self._update is not None:
+            return self._update
+        trainer, post = self.trainer, self.posterior
+        plan = False
+        if os.environ.get("BBB_GLUON_FUSED_UPDATE", "1") != "0" and len(post.contexts) == 1:
+            if not trainer._kv_initialized:
+                trainer._init_kvstore()
+            opt = trainer._optimizer
+            kind = type(opt)
+            ours = [id(p) for p in list(post._mu) + list(post._rho)]
+            if (trainer._kvstore is None and sorted(map(id, trainer._params)) == sorted(ours)
+                    and not getattr(opt, "multi_precision", False)
+                    and (kind is mx.optimizer.Adam
+                         or (kind is mx.optimizer.SGD and not opt.momentum))):
+                index = trainer._param2idx
+                plan = (kind is mx.optimizer.Adam,
+                        [(index[m.name], index[r.name])
+                         for m, r in zip(post._mu, post._rho, strict=True)])
+        self._update = plan
+        return plan
+
+    def _fused_update(self, plan, gws, ws, noise, mus, rhos, scale, step_size, ctx):
+        """The gradient kernel and the optimiser's step on every layer: the bookkeeping
+        of ``Trainer.step`` / ``Optimizer.update`` (update counts, learning rate with its
+        multipliers and schedule, Adam's bias correction, state creation) in Python, the
+        arithmetic in ``bbb_update``."""
+        adam, layers = plan
+        trainer = self.trainer
+        opt = trainer._optimizer  # looked up each time: load_states replaces it
+        updater = trainer._updaters[0]
+        opt.rescale_grad = trainer._scale / step_size
+        clip = opt.clip_gradient if opt.clip_gradient is not None else -1.0
+        for (imu, irho), gw, w, e, m, r in zip(layers, gws, ws, noise, mus, rhos,
+                                               strict=True):
+            lrs, wds, states = [], [], []
+            for idx, weight in ((imu, m), (irho, r)):
+                opt._update_count(idx)
+                lr, wd = opt._get_lr(idx), opt._get_wd(idx)
+                if adam:
+                    t = opt._index_update_count[idx]
+                    lr *= math.sqrt(1.0 - opt.beta2 ** t) / (1.0 - opt.beta1 ** t)
+                    if idx not in updater.states:
+                        updater.states[idx] = opt.create_state_multi_precision(idx, weight)
+                        updater.states_synced[idx] = True
+                    states.extend(updater.states[idx])
+                lrs.append(lr)
+                wds.append(wd)
+            extra = {"beta1": repr(opt.beta1), "beta2": repr(opt.beta2),
+                     "epsilon": repr(opt.epsilon)} if adam else {}
+            mx.nd.bbb_update(gw, w, e, m, r, *states, adam=int(adam), lr_mu=repr(lrs[0]),
+                             lr_rho=repr(lrs[1]), wd_mu=repr(wds[0]), wd_rho=repr(wds[1]),
+                             rescale=repr(opt.rescale_grad), clip=repr(float(clip)),
+                             scale=repr(scale), **extra, **self.attrs)
+
     def __call__(self, X, y, batch_index, samples=1, eps=None, want_complexity=False,
                  step_size=None, batch_size=None):
         """Update on batch ``(X, y)``; returns ``(nll_sum, complexity)`` as NDArrays of
@@ -248,7 +319,9 @@ class FusedBBBStep:
         Xs = mx.gluon.utils.split_and_load(X, ctxs, even_split=False)
         ys = mx.gluon.utils.split_and_load(y, ctxs, even_split=False)
         batch_size = X.shape[0] if batch_size is None else batch_size
+        step_size = batch_size if step_size is None else step_size
         pi = self.weight_of(batch_index)
+        plan = self._update_plan() if samples == 1 else False
         nll_sums, complexities = [], []
         for k, (xb, yb) in enumerate(zip(Xs, ys, strict=True)):
             ctx = xb.context
@@ -268,6 +341,16 @@ class FusedBBBStep:
                     nll = self.nll(out, yb)
                 nll.backward()
                 nll_sums.append(nll.sum().as_in_context(ctxs[0]) / samples)
+                if want_complexity and k == 0 and s == 0:
+                    # Before the update below changes mu and rho in place.
+                    cost = None
+                    for w, e, m, r in zip(ws, noise, mus, rhos, strict=True):
+                        c = mx.nd.bbb_cost(w, e, m, r, **self.attrs)
+                        cost = c if cost is None else cost + c
+                    complexities.append(cost)
+                if plan:
+                    self._fused_update(plan, gws, ws, noise, mus, rhos, scale, step_size, ctx)
+                    continue
                 targets_mu = params_mu if s == 0 else tmp_mu
                 targets_rho = params_rho if s == 0 else tmp_rho
                 for gw, w, e, m, r, gm, gr in zip(gws, ws, noise, mus, rhos, targets_mu,
@@ -279,19 +362,14 @@ class FusedBBBStep:
                                               strict=True):
                         gm += tm
                         gr += tr
-                if want_complexity and k == 0 and s == 0:
-                    cost = None
-                    for w, e, m, r in zip(ws, noise, mus, rhos, strict=True):
-                        c = mx.nd.bbb_cost(w, e, m, r, **self.attrs)
-                        cost = c if cost is None else cost + c
-                    complexities.append(cost)
             if samples > 1:
                 for g in params_mu + params_rho:
                     g /= samples
-        for p in list(self.posterior._mu) + list(self.posterior._rho):
-            for data in p.list_data():
-                _mark_fresh(data)
-        self.trainer.step(batch_size if step_size is None else step_size)
+        if not plan:
+            for p in list(self.posterior._mu) + list(self.posterior._rho):
+                for data in p.list_data():
+                    _mark_fresh(data)
+            self.trainer.step(step_size)
         total = nll_sums[0]
         for v in nll_sums[1:]:
             total = total + v

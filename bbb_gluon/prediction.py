@@ -20,6 +20,7 @@ from mxnet.gluon import nn
 from . import fused
 from ._checks import check_int
 from .sampling import use_means, use_weights
+from .threads import predict_threads, using_threads
 
 __all__ = ["predict_proba", "predict_samples", "error_rate", "PREDICTION_STREAM", "entropy",
            "predictive_entropy", "expected_entropy", "mutual_information", "class_std",
@@ -156,12 +157,21 @@ def predict_proba(net, X, posterior=None, num_samples=0, batch_size=1000, ctx=No
     Returns
     -------
     ndarray of shape (N, C), float32, rows summing to 1.
+
+    Runs with :func:`bbb_gluon.threads.predict_threads` OpenMP threads (every core by
+    default) on a CPU context.
     """
     X = _check_inputs(X)
     check_int(num_samples, "num_samples", 0)
     if ctx is None:
         ctx = posterior.contexts[0] if posterior is not None else \
             next(iter(net.collect_params().values())).list_ctx()[0]
+    with using_threads(predict_threads(), ctx):
+        return _predict_proba(net, X, posterior, num_samples, batch_size, ctx, likelihood,
+                              mc_dropout)
+
+
+def _predict_proba(net, X, posterior, num_samples, batch_size, ctx, likelihood, mc_dropout):
     chunks = []
     if posterior is None:
         repeats = num_samples if (mc_dropout and num_samples > 0) else 1
@@ -298,11 +308,17 @@ def predict_samples(net, posterior, X, num_samples, batch_size=1000, ctx=None,
 
     Small Sequential MLPs (up to 50,000 weights, Dense/Activation/Dropout layers, every
     weight Bayesian, 2-D inputs) compute all samples at once with batched matrix
-    products; other networks run one forward pass per sample.
+    products; other networks run one forward pass per sample. Runs with
+    :func:`bbb_gluon.threads.predict_threads` OpenMP threads on a CPU context.
     """
     X = _check_inputs(X)
     check_int(num_samples, "num_samples", 1)
     ctx = ctx or posterior.contexts[0]
+    with using_threads(predict_threads(), ctx):
+        return _predict_samples(net, posterior, X, num_samples, batch_size, ctx, likelihood)
+
+
+def _predict_samples(net, posterior, X, num_samples, batch_size, ctx, likelihood):
     plan = _batched_plan(net, posterior, X)
     if plan is not None:
         posterior.check_net(net)

@@ -49,6 +49,7 @@ from .prediction import error_rate, predict_proba
 from .priors import make_prior
 from .sampling import use_means
 from .step import BBBStep, first_not_finite
+from .threads import predict_threads, train_threads, using_threads
 
 __all__ = ["TrainConfig", "TrainResult", "fit", "build_mlp", "load_run",
            "CheckpointError", "TrainingInterrupted", "TrainingDiverged", "MODELS"]
@@ -770,7 +771,7 @@ def fit(config, train, valid=None, run_dir=None, ctx=None, resume=False, progres
     all_stop = False  # distributed: a Ctrl-C seen by any worker at the last report
     interrupted = False
     best_arrays = None
-    with _catch_sigint() as sig:
+    with _catch_sigint() as sig, using_threads(train_threads(), ctxs):
         for epoch in range(start_epoch, config.epochs):
             skip = start_batch if epoch == start_epoch else 0
             # Running sums stay on the device; the host reads them every log_every batches.
@@ -866,9 +867,10 @@ def fit(config, train, valid=None, run_dir=None, ctx=None, resume=False, progres
             complexity = (pi_sum * cplx_sum / measured
                           if posterior is not None and measured else 0.0)
             lead = group.rank == 0  # the others have nothing to record: rank 0 evaluates
-            row = _epoch_row(epoch, nll_sum, complexity, num_examples, seconds,
-                             net, posterior, config, Xv if lead else None, yv, ctxs[0],
-                             Xm if lead else None, ym, loss)
+            with using_threads(predict_threads(), ctxs):
+                row = _epoch_row(epoch, nll_sum, complexity, num_examples, seconds,
+                                 net, posterior, config, Xv if lead else None, yv, ctxs[0],
+                                 Xm if lead else None, ym, loss)
             history.append(row)
             improved = lead and Xv is not None and (best["error"] is None
                                                     or row[metric] < best["error"])

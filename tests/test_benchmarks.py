@@ -55,3 +55,11 @@ def test_distributed_benchmark_runs_in_tiny_mode():
     assert done.returncode == 0, done.stderr[-2000:]
     lines = [line for line in done.stdout.splitlines() if "x one process" in line]
     assert len(lines) == 2 and lines[0].startswith("bbb") and lines[1].startswith("plain")
+
+
+def test_threads_benchmark_runs_in_tiny_mode():
+    done = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "bench_threads.py"),
+                           "--tiny", "--threads", "1"], capture_output=True, text=True,
+                          timeout=600)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "bbb/fastest plain" in done.stdout and "predictive/plain" in done.stdout

@@ -338,3 +338,84 @@ def test_bbb_cost_matches_float64_per_element(prior, complexity):
     # ... and summed over an array, as the training step calls it.
     total = mx.nd.bbb_cost(*[mx.nd.array(a) for a in arrays[1:]], **attrs).asscalar()
     assert total == pytest.approx(ref.sum(), rel=1e-5, abs=1e-5 * size.sum())
+
+
+# --------------------------------------------------------------------------- fused update
+
+
+def _adam_steps(fuse, steps=3, lr_mult=1.0, wd=0.0, clip=None, monkeypatch=None):
+    monkeypatch.setenv("BBB_GLUON_FUSED_UPDATE", "1" if fuse else "0")
+    prior = ScaleMixturePrior(0.5, 1.0, math.exp(-6))
+    X, y = _batch()
+    net, posterior, _ = _setup([mx.cpu()])
+    for name, p in posterior.params.items():
+        if name.endswith("_rho"):
+            p.lr_mult = lr_mult
+    opts = {"learning_rate": 0.01, "wd": wd}
+    if clip is not None:
+        opts["clip_gradient"] = clip
+    trainer = gluon.Trainer(posterior.params, "adam", opts)
+    loss_fn = BBBLoss(posterior, prior, weighting=0.1)
+    step = fused.FusedBBBStep(net, posterior, trainer, prior, "mc", "softmax",
+                              loss_fn.weight_of)
+    for s in range(steps):
+        step(X, y, 0, eps=[[_split(posterior, _flat_eps(posterior, 10 + s))]],
+             step_size=X.shape[0])
+    states = trainer._updaters[0].states
+    flat_states = [a.asnumpy() for k in sorted(states) for a in states[k]]
+    return step, _params(posterior), flat_states, trainer
+
+
+@pytest.mark.parametrize("lr_mult, wd, clip", [(1.0, 0.0, None), (10.0, 1e-3, 0.5)])
+def test_fused_update_equals_the_trainers_adam(monkeypatch, lr_mult, wd, clip):
+    fused_step, p_fused, s_fused, t_fused = _adam_steps(True, lr_mult=lr_mult, wd=wd,
+                                                        clip=clip, monkeypatch=monkeypatch)
+    plain_step, p_plain, s_plain, t_plain = _adam_steps(False, lr_mult=lr_mult, wd=wd,
+                                                        clip=clip, monkeypatch=monkeypatch)
+    assert fused_step._update and fused_step._update[0] is True  # Adam, fused
+    assert plain_step._update is False
+    for a, b in zip(p_fused, p_plain, strict=True):
+        np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
+    assert len(s_fused) == len(s_plain) == 2 * len(p_fused)  # mean and variance each
+    for a, b in zip(s_fused, s_plain, strict=True):
+        np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-9)
+    assert t_fused._optimizer._index_update_count == t_plain._optimizer._index_update_count
+
+
+def test_fused_update_state_saves_and_loads_with_the_trainer(monkeypatch, tmp_path):
+    # Two steps, save the Trainer's state, load it into a fresh step: the third step lands
+    # where three uninterrupted steps do.
+    _, p_three, _, _ = _adam_steps(True, steps=3, monkeypatch=monkeypatch)
+    step, _, _, trainer = _adam_steps(True, steps=2, monkeypatch=monkeypatch)
+    trainer.save_states(str(tmp_path / "states"))
+    saved = [p.data().copy() for p in list(step.posterior._mu) + list(step.posterior._rho)]
+    prior = ScaleMixturePrior(0.5, 1.0, math.exp(-6))
+    X, y = _batch()
+    net, posterior, _ = _setup([mx.cpu()])
+    for p, value in zip(list(posterior._mu) + list(posterior._rho), saved, strict=True):
+        p.set_data(value)
+    fresh = gluon.Trainer(posterior.params, "adam", {"learning_rate": 0.01})
+    fresh.load_states(str(tmp_path / "states"))
+    loss_fn = BBBLoss(posterior, prior, weighting=0.1)
+    again = fused.FusedBBBStep(net, posterior, fresh, prior, "mc", "softmax", loss_fn.weight_of)
+    again(X, y, 0, eps=[[_split(posterior, _flat_eps(posterior, 12))]], step_size=X.shape[0])
+    for a, b in zip(_params(posterior), p_three, strict=True):
+        np.testing.assert_allclose(a, b, rtol=1e-6, atol=1e-7)
+
+
+def test_the_update_is_left_to_the_trainer_where_it_cannot_be_fused():
+    prior = ScaleMixturePrior(0.5, 1.0, math.exp(-6))
+
+    def plan(ctxs, optimizer, opts):
+        net, posterior, _ = _setup(ctxs)
+        kv = "device" if len(ctxs) > 1 else None
+        trainer = gluon.Trainer(posterior.params, optimizer, opts, kvstore=kv,
+                                update_on_kvstore=False if kv else None)
+        loss_fn = BBBLoss(posterior, prior, weighting=0.1)
+        return fused.FusedBBBStep(net, posterior, trainer, prior, "mc", "softmax",
+                                  loss_fn.weight_of)._update_plan()
+
+    assert plan([mx.cpu()], "sgd", {"learning_rate": 0.1})[0] is False  # SGD, fused
+    assert plan([mx.cpu()], "sgd", {"learning_rate": 0.1, "momentum": 0.9}) is False
+    assert plan([mx.cpu()], "rmsprop", {"learning_rate": 0.1}) is False
+    assert plan([mx.cpu(0), mx.cpu(1)], "adam", {"learning_rate": 0.1}) is False

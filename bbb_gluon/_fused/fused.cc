@@ -14,6 +14,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstdlib>
+#include <omp.h>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -125,24 +126,14 @@ MXReturnValue sample_forward(const Attrs&, std::vector<MXTensor>* inputs,
 // and for the closed-form Gaussian KL (which does not depend on w):
 //   d/dmu = dL/dw + scale * mu / sp^2,
 //   d/drho = sigmoid(rho) * (eps * dL/dw + scale * (sigma / sp^2 - 1 / sigma)).
-MXReturnValue grad_forward(const Attrs& attrs, std::vector<MXTensor>* inputs,
-                           std::vector<MXTensor>* outputs, const OpResource&) {
-  const float* gw = (*inputs)[0].data<float>();
-  const float* w = (*inputs)[1].data<float>();
-  const float* eps = (*inputs)[2].data<float>();
-  const float* mu = (*inputs)[3].data<float>();
-  const float* rho = (*inputs)[4].data<float>();
-  float* gmu = (*outputs)[0].data<float>();
-  float* grho = (*outputs)[1].data<float>();
-  const int64_t n = (*outputs)[0].size();
-  const Prior p(attrs);
+// Calls emit(i, dmu, drho) for every element, with the gradients above.
+template <typename Emit>
+MXReturnValue for_each_grad(const Prior& p, const float* gw, const float* w, const float* eps,
+                            const float* mu, const float* rho, int64_t n, Emit emit) {
   const float scale = static_cast<float>(p.scale);
   if (p.kind == kNone || scale == 0.f) {
 #pragma omp parallel for simd schedule(static)
-    for (int64_t i = 0; i < n; ++i) {
-      gmu[i] = gw[i];
-      grho[i] = gw[i] * eps[i] * sigmoid(rho[i]);
-    }
+    for (int64_t i = 0; i < n; ++i) emit(i, gw[i], gw[i] * eps[i] * sigmoid(rho[i]));
   } else if (p.kind == kMixture) {
     const float ca = scale * p.inv_s1sq, cb = scale * p.sigmoid_coef, k = p.k, c = p.c;
 #pragma omp parallel for simd schedule(static)
@@ -150,8 +141,7 @@ MXReturnValue grad_forward(const Attrs& attrs, std::vector<MXTensor>* inputs,
       float wi = w[i];
       float h = gw[i] + wi * (ca + cb * sigmoid(c - k * wi * wi));
       float r = rho[i];
-      gmu[i] = h;
-      grho[i] = sigmoid(r) * (eps[i] * h - scale / softplus(r));
+      emit(i, h, sigmoid(r) * (eps[i] * h - scale / softplus(r)));
     }
   } else if (p.kind == kGaussianMC) {
     const float cw = static_cast<float>(p.scale / (p.sp * p.sp));
@@ -159,21 +149,117 @@ MXReturnValue grad_forward(const Attrs& attrs, std::vector<MXTensor>* inputs,
     for (int64_t i = 0; i < n; ++i) {
       float h = gw[i] + cw * w[i];
       float r = rho[i];
-      gmu[i] = h;
-      grho[i] = sigmoid(r) * (eps[i] * h - scale / softplus(r));
+      emit(i, h, sigmoid(r) * (eps[i] * h - scale / softplus(r)));
     }
   } else if (p.kind == kGaussianKL) {
     const float inv_sp2 = static_cast<float>(1.0 / (p.sp * p.sp));
 #pragma omp parallel for simd schedule(static)
     for (int64_t i = 0; i < n; ++i) {
       float r = rho[i], s = softplus(r);
-      gmu[i] = gw[i] + scale * mu[i] * inv_sp2;
-      grho[i] = sigmoid(r) * (eps[i] * gw[i] + scale * (s * inv_sp2 - 1.f / s));
+      emit(i, gw[i] + scale * mu[i] * inv_sp2,
+           sigmoid(r) * (eps[i] * gw[i] + scale * (s * inv_sp2 - 1.f / s)));
     }
   } else {
     return MX_FAIL;
   }
   return MX_SUCCESS;
+}
+
+MXReturnValue grad_forward(const Attrs& attrs, std::vector<MXTensor>* inputs,
+                           std::vector<MXTensor>* outputs, const OpResource&) {
+  float* gmu = (*outputs)[0].data<float>();
+  float* grho = (*outputs)[1].data<float>();
+  return for_each_grad(Prior(attrs), (*inputs)[0].data<float>(), (*inputs)[1].data<float>(),
+                       (*inputs)[2].data<float>(), (*inputs)[3].data<float>(),
+                       (*inputs)[4].data<float>(), (*outputs)[0].size(),
+                       [=](int64_t i, float dmu, float drho) {
+                         gmu[i] = dmu;
+                         grho[i] = drho;
+                       });
+}
+
+// ---- bbb_update: bbb_grad and the optimiser's update in one pass ----------------------
+// Inputs gw, w, eps, mu, rho (+ m_mu, v_mu, m_rho, v_rho for Adam); mu, rho and the
+// states are updated in place (declared as mutated inputs). The arithmetic is MXNet's
+// sgd_update / adam_update (optimizer_op-inl.h) on the gradients bbb_grad computes:
+//   g = clip(rescale * grad + wd * x)      (Adam; SGD clips rescale * grad)
+//   SGD:  x = x + (-(lr * wd) * x - (lr * rescale) * grad)   (multi_sgd_update's order)
+//   Adam: m = b1 m + (1 - b1) g;  v = b2 v + (1 - b2) g^2;  x -= lr m / (sqrt(v) + epsilon)
+// with lr already bias-corrected for Adam. Output: one unused float.
+struct Update {
+  bool adam;
+  float lr_mu, lr_rho, wd_mu, wd_rho, rescale, clip, b1, b2, epsilon;
+  explicit Update(const Attrs& a)
+      : adam(attr_u(a, "adam") != 0),
+        lr_mu(static_cast<float>(attr_d(a, "lr_mu", 0))),
+        lr_rho(static_cast<float>(attr_d(a, "lr_rho", 0))),
+        wd_mu(static_cast<float>(attr_d(a, "wd_mu", 0))),
+        wd_rho(static_cast<float>(attr_d(a, "wd_rho", 0))),
+        rescale(static_cast<float>(attr_d(a, "rescale", 1))),
+        clip(static_cast<float>(attr_d(a, "clip", -1))),
+        b1(static_cast<float>(attr_d(a, "beta1", 0.9))),
+        b2(static_cast<float>(attr_d(a, "beta2", 0.999))),
+        epsilon(static_cast<float>(attr_d(a, "epsilon", 1e-8))) {}
+};
+
+inline float clip_to(float g, float c) { return c >= 0.f ? std::fmax(-c, std::fmin(g, c)) : g; }
+
+MXReturnValue update_forward(const Attrs& attrs, std::vector<MXTensor>* inputs,
+                             std::vector<MXTensor>* outputs, const OpResource&) {
+  const Update u(attrs);
+  float* mu = (*inputs)[3].data<float>();
+  float* rho = (*inputs)[4].data<float>();
+  const int64_t n = (*inputs)[3].size();
+  (*outputs)[0].data<float>()[0] = 0.f;
+  const float* gw = (*inputs)[0].data<float>();
+  const float* w = (*inputs)[1].data<float>();
+  const float* eps = (*inputs)[2].data<float>();
+  const Prior p(attrs);
+  if (!u.adam) {
+    // MXNet's multi_sgd_update (what Gluon's Trainer calls for SGD), in its order.
+    const float lwd_mu = u.lr_mu * u.wd_mu, lwd_rho = u.lr_rho * u.wd_rho;
+    if (u.clip < 0.f) {
+      const float lr_mu = u.lr_mu * u.rescale, lr_rho = u.lr_rho * u.rescale;
+      return for_each_grad(p, gw, w, eps, mu, rho, n, [=](int64_t i, float dmu, float drho) {
+        mu[i] = mu[i] + ((0.f - lwd_mu * mu[i]) - lr_mu * dmu);
+        rho[i] = rho[i] + ((0.f - lwd_rho * rho[i]) - lr_rho * drho);
+      });
+    }
+    return for_each_grad(p, gw, w, eps, mu, rho, n, [=](int64_t i, float dmu, float drho) {
+      mu[i] = mu[i] + ((0.f - lwd_mu * mu[i]) - u.lr_mu * clip_to(u.rescale * dmu, u.clip));
+      rho[i] = rho[i] + ((0.f - lwd_rho * rho[i]) -
+                         u.lr_rho * clip_to(u.rescale * drho, u.clip));
+    });
+  }
+  if (inputs->size() != 9) return MX_FAIL;
+  float* m_mu = (*inputs)[5].data<float>();
+  float* v_mu = (*inputs)[6].data<float>();
+  float* m_rho = (*inputs)[7].data<float>();
+  float* v_rho = (*inputs)[8].data<float>();
+  return for_each_grad(p, gw, w, eps, mu, rho, n, [=](int64_t i, float dmu, float drho) {
+    float g = clip_to(dmu * u.rescale + mu[i] * u.wd_mu, u.clip);
+    float m = u.b1 * m_mu[i] + (1.f - u.b1) * g;
+    float v = u.b2 * v_mu[i] + (1.f - u.b2) * g * g;
+    m_mu[i] = m;
+    v_mu[i] = v;
+    mu[i] = mu[i] - u.lr_mu * m / (std::sqrt(v) + u.epsilon);
+    g = clip_to(drho * u.rescale + rho[i] * u.wd_rho, u.clip);
+    m = u.b1 * m_rho[i] + (1.f - u.b1) * g;
+    v = u.b2 * v_rho[i] + (1.f - u.b2) * g * g;
+    m_rho[i] = m;
+    v_rho[i] = v;
+    rho[i] = rho[i] - u.lr_rho * m / (std::sqrt(v) + u.epsilon);
+  });
+}
+
+MXReturnValue mutate_update(const Attrs& a, std::vector<int>* inputs) {
+  const int last = attr_u(a, "adam") != 0 ? 9 : 5;
+  for (int k = 3; k < last; ++k) inputs->push_back(k);
+  return MX_SUCCESS;
+}
+
+MXReturnValue parse_update(const Attrs& a, int* i, int* o) {
+  return parse_n(a, i, o, attr_u(a, "adam") != 0 ? 9 : 5, 1);
 }
 
 // ---- bbb_cost: the complexity cost's value (log q - log P, or the closed-form KL) ------
@@ -220,6 +306,20 @@ MXReturnValue cost_forward(const Attrs& attrs, std::vector<MXTensor>* inputs,
   return MX_SUCCESS;
 }
 
+// ---- bbb_threads: the OpenMP thread count of the engine thread that runs CPU operators ----
+// MXSetNumOMPThreads sets it only for the calling (Python) thread; MXNet runs operators on
+// its own worker thread, so this operator sets it there, as one more operator in the queue.
+// It writes threads-before into out[0] and copies nothing else.
+MXReturnValue threads_forward(const Attrs& attrs, std::vector<MXTensor>* inputs,
+                              std::vector<MXTensor>* outputs, const OpResource&) {
+  float* out = (*outputs)[0].data<float>();
+  out[0] = static_cast<float>(omp_get_max_threads());
+  const int threads = static_cast<int>(attr_u(attrs, "threads"));
+  if (threads > 0) omp_set_num_threads(threads);
+  return MX_SUCCESS;
+}
+
+MXReturnValue parse_threads(const Attrs& a, int* i, int* o) { return parse_n(a, i, o, 1, 1); }
 MXReturnValue parse_normal(const Attrs& a, int* i, int* o) { return parse_n(a, i, o, 1, 1); }
 MXReturnValue parse_sample(const Attrs& a, int* i, int* o) { return parse_n(a, i, o, 3, 1); }
 MXReturnValue parse_grad(const Attrs& a, int* i, int* o) { return parse_n(a, i, o, 5, 2); }
@@ -242,6 +342,17 @@ REGISTER_OP(bbb_grad)
     .setParseAttrs(parse_grad)
     .setInferType(all_float32)
     .setInferShape(same_shape);
+REGISTER_OP(bbb_threads)
+    .setForward(threads_forward, "cpu")
+    .setParseAttrs(parse_threads)
+    .setInferType(all_float32)
+    .setInferShape(scalar_shape);
+REGISTER_OP(bbb_update)
+    .setForward(update_forward, "cpu")
+    .setParseAttrs(parse_update)
+    .setMutateInputs(mutate_update)
+    .setInferType(all_float32)
+    .setInferShape(scalar_shape);
 REGISTER_OP(bbb_cost)
     .setForward(cost_forward, "cpu")
     .setParseAttrs(parse_cost)
