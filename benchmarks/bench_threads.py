@@ -19,34 +19,22 @@ import argparse
 import math
 import os
 import sys
-import time
 
 import mxnet as mx
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from bench_epoch import bbb_epoch_fn, get_data, make_net, plain_epoch_fn, time_epochs  # noqa: E402
+from bench_epoch import (  # noqa: E402
+    bbb_epoch_fn,
+    bench_predictive,
+    get_data,
+    plain_epoch_fn,
+    time_epochs,
+)
 
 from bbb_gluon import fused  # noqa: E402
 from bbb_gluon.data import ArrayLoader  # noqa: E402
-from bbb_gluon.posterior import Posterior  # noqa: E402
-from bbb_gluon.prediction import predict_proba  # noqa: E402
 from bbb_gluon.priors import ScaleMixturePrior  # noqa: E402
 from bbb_gluon.threads import configure, cores, using_threads  # noqa: E402
-
-
-def predictive_seconds(Xt, samples, hidden):
-    net = make_net(hidden)
-    posterior = Posterior(net, seed=0)
-    predict_proba(net, Xt[:1000], posterior, 2)  # warm-up
-    t0 = time.perf_counter()
-    predict_proba(net, Xt, posterior, samples)
-    mc = time.perf_counter() - t0
-    plain = make_net(hidden)
-    predict_proba(plain, Xt[:1000])
-    t0 = time.perf_counter()
-    for _ in range(samples):
-        predict_proba(plain, Xt)
-    return mc, time.perf_counter() - t0
 
 
 def main():
@@ -85,7 +73,7 @@ def main():
                 bbb, _ = time_epochs(bbb_epoch_fn(hidden, loader, max_batches, mixture, "mc",
                                                   "uniform", "fused"), epochs, 1)
                 epochs_at[(units, n)] = (plain, bbb)
-            predictive[n] = predictive_seconds(Xt, samples, (400, 400))
+            predictive[n] = bench_predictive(Xt, samples, (400, 400))
     configure()
     print(f"{'network':<16}{'threads':>8}{'plain s/epoch':>15}{'bbb s/epoch':>13}"
           f"{'bbb/plain':>11}{'bbb/fastest plain':>19}")
