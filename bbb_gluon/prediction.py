@@ -266,6 +266,9 @@ def _mc_mean(net, posterior, X, num_samples, batch_size, ctx, likelihood):
                                            **args)
                 moments.append((mean, mx.nd.sqrt(var)))
             use_fused = ctx.device_type == "cpu" and fused.available()
+            # relu goes into the same pass as the draw; another activation after it.
+            fused_relu = use_fused and isinstance(first.act, nn.Activation) \
+                and first.act._act_type == "relu"
             first_keys = 2 if has_bias else 1
             for _ in range(num_samples):
                 weights = _draw_weights(posterior, ctx, keep_means=first_keys)
@@ -275,14 +278,14 @@ def _mc_mean(net, posterior, X, num_samples, batch_size, ctx, likelihood):
                 with use_weights(net, posterior, weights, ctx):
                     for i, (mean, std) in enumerate(moments):
                         if use_fused:
-                            zeta = mx.nd.bbb_normal(mean, seed=posterior.noise.seed,
-                                                    stream=PREDICTION_STREAM, counter=counter,
-                                                    layer=1000 + i)
+                            hidden = mx.nd.bbb_lrt(mean, std, seed=posterior.noise.seed,
+                                                   stream=PREDICTION_STREAM, counter=counter,
+                                                   layer=1000 + i, relu=int(fused_relu))
                         else:
                             zeta = mx.nd.array(rng.standard_normal(mean.shape,
                                                                    dtype=np.float32), ctx=ctx)
-                        hidden = mean + std * zeta
-                        if first.act is not None:
+                            hidden = mean + std * zeta
+                        if first.act is not None and not fused_relu:
                             hidden = first.act(hidden)
                         p = _probs(rest(hidden), likelihood)
                         acc[i] = p if acc[i] is None else acc[i] + p

@@ -9,7 +9,9 @@ For each thread count (``bbb_gluon.threads.using_threads``), in one process:
 - for 2x400, seconds of a 100-sample Monte-Carlo predictive on the 10,000 test images,
   and of 100 plain forward passes over them.
 
-Its output chose the defaults of ``bbb_gluon.threads`` (docs/benchmarks.md).
+``--workload peers`` runs the workload of the public PyTorch comparison in
+docs/benchmarks.md instead: Fashion-MNIST, an N(0, 1) prior, Monte-Carlo complexity cost,
+uniform (1/M) weighting. Its output chose the defaults of ``bbb_gluon.threads``.
 
     python benchmarks/bench_threads.py                 # about 3 minutes on 2 cores
     python benchmarks/bench_threads.py --tiny          # a few batches: proves it still runs
@@ -32,9 +34,19 @@ from bench_epoch import (  # noqa: E402
 )
 
 from bbb_gluon import fused  # noqa: E402
-from bbb_gluon.data import ArrayLoader  # noqa: E402
-from bbb_gluon.priors import ScaleMixturePrior  # noqa: E402
+from bbb_gluon.data import (
+    ArrayLoader,  # noqa: E402
+    load_dataset,  # noqa: E402
+)
+from bbb_gluon.priors import GaussianPrior, ScaleMixturePrior  # noqa: E402
 from bbb_gluon.threads import configure, cores, using_threads  # noqa: E402
+
+
+def fashion_data(num_train):
+    """Fashion-MNIST from BBB_GLUON_DATA (the peers' workload); it must be there."""
+    splits = load_dataset("fashion-mnist", num_valid=0)
+    X, y = splits.train
+    return X[:num_train], y[:num_train], splits.test[0], "Fashion-MNIST (BBB_GLUON_DATA)"
 
 
 def main():
@@ -44,6 +56,9 @@ def main():
     p.add_argument("--hidden", default="400", help="widths of the two hidden layers, e.g. "
                    "400,1200 (the predictive is timed at 400)")
     p.add_argument("--tiny", action="store_true")
+    p.add_argument("--workload", choices=("mnist", "peers"), default="mnist",
+                   help="mnist: scale-mixture prior on MNIST; peers: N(0, 1) prior on "
+                        "Fashion-MNIST")
     args = p.parse_args()
     if not fused.available():
         print(f"the fused kernels are unavailable ({fused.unavailable_reason()}): the thread "
@@ -55,13 +70,17 @@ def main():
     max_batches = 4 if args.tiny else None
     epochs = 1 if args.tiny else args.epochs
     samples = 5 if args.tiny else 100
-    X, y, Xt, source = get_data(num_train)
+    if args.workload == "peers":
+        X, y, Xt, source = fashion_data(num_train)
+        prior = GaussianPrior(1.0)
+    else:
+        X, y, Xt, source = get_data(num_train)
+        prior = ScaleMixturePrior(0.5, 1.0, math.exp(-6))
     if args.tiny:
         Xt = Xt[:500]
     loader = ArrayLoader(X, y, 128, shuffle=True, seed=0, ctx=mx.cpu())
-    mixture = ScaleMixturePrior(0.5, 1.0, math.exp(-6))
     widths = [int(h) for h in args.hidden.split(",")]
-    print(f"data: {source}; {cores()} cores; OMP_NUM_THREADS="
+    print(f"data: {source}; prior {prior!r}; {cores()} cores; OMP_NUM_THREADS="
           f"{os.environ.get('OMP_NUM_THREADS', '(unset)')}; median of {epochs} epochs")
     epochs_at, predictive = {}, {}
     for n in counts:
@@ -70,7 +89,7 @@ def main():
             for units in widths:
                 hidden = (units, units)
                 plain, _ = time_epochs(plain_epoch_fn(hidden, loader, max_batches), epochs, 1)
-                bbb, _ = time_epochs(bbb_epoch_fn(hidden, loader, max_batches, mixture, "mc",
+                bbb, _ = time_epochs(bbb_epoch_fn(hidden, loader, max_batches, prior, "mc",
                                                   "uniform", "fused"), epochs, 1)
                 epochs_at[(units, n)] = (plain, bbb)
             predictive[n] = bench_predictive(Xt, samples, (400, 400))

@@ -63,3 +63,11 @@ def test_threads_benchmark_runs_in_tiny_mode():
                           timeout=600)
     assert done.returncode == 0, done.stderr[-2000:]
     assert "bbb/fastest plain" in done.stdout and "predictive/plain" in done.stdout
+
+
+def test_threads_benchmark_runs_the_peers_workload(fashion_root):
+    done = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "bench_threads.py"),
+                           "--tiny", "--threads", "1", "--workload", "peers"],
+                          capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "Fashion-MNIST" in done.stdout and "GaussianPrior(sigma=1)" in done.stdout

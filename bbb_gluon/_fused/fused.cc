@@ -107,6 +107,27 @@ MXReturnValue normal_forward(const Attrs& attrs, std::vector<MXTensor>* inputs,
   return MX_SUCCESS;
 }
 
+// ---- bbb_lrt: act(mean + std * eps), eps as bbb_normal draws it for the same key -------
+// The local reparameterisation of the predictive's first layer in one pass: the same
+// numbers as bbb_normal followed by MXNet's std * eps + mean (and relu where relu=1).
+MXReturnValue lrt_forward(const Attrs& attrs, std::vector<MXTensor>* inputs,
+                          std::vector<MXTensor>* outputs, const OpResource& res) {
+  const float* mean = (*inputs)[0].data<float>();
+  const float* sd = (*inputs)[1].data<float>();
+  float* out = (*outputs)[0].data<float>();
+  const int64_t n = (*outputs)[0].size();
+  const bool relu = attr_u(attrs, "relu") != 0;
+  // The noise first, exactly as bbb_normal writes it (the same loop), then the affine map.
+  std::vector<MXTensor> eps_only{(*outputs)[0]};
+  if (normal_forward(attrs, inputs, &eps_only, res) != MX_SUCCESS) return MX_FAIL;
+#pragma omp parallel for simd schedule(static)
+  for (int64_t i = 0; i < n; ++i) {
+    float x = mean[i] + sd[i] * out[i];
+    out[i] = relu ? fmaxf(x, 0.f) : x;
+  }
+  return MX_SUCCESS;
+}
+
 // ---- bbb_sample: w = mu + softplus(rho) * eps ----------------------------------------
 MXReturnValue sample_forward(const Attrs&, std::vector<MXTensor>* inputs,
                              std::vector<MXTensor>* outputs, const OpResource&) {
@@ -319,6 +340,7 @@ MXReturnValue threads_forward(const Attrs& attrs, std::vector<MXTensor>* inputs,
   return MX_SUCCESS;
 }
 
+MXReturnValue parse_lrt(const Attrs& a, int* i, int* o) { return parse_n(a, i, o, 2, 1); }
 MXReturnValue parse_threads(const Attrs& a, int* i, int* o) { return parse_n(a, i, o, 1, 1); }
 MXReturnValue parse_normal(const Attrs& a, int* i, int* o) { return parse_n(a, i, o, 1, 1); }
 MXReturnValue parse_sample(const Attrs& a, int* i, int* o) { return parse_n(a, i, o, 3, 1); }
@@ -340,6 +362,11 @@ REGISTER_OP(bbb_sample)
 REGISTER_OP(bbb_grad)
     .setForward(grad_forward, "cpu")
     .setParseAttrs(parse_grad)
+    .setInferType(all_float32)
+    .setInferShape(same_shape);
+REGISTER_OP(bbb_lrt)
+    .setForward(lrt_forward, "cpu")
+    .setParseAttrs(parse_lrt)
     .setInferType(all_float32)
     .setInferShape(same_shape);
 REGISTER_OP(bbb_threads)
