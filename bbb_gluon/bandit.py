@@ -680,11 +680,14 @@ def _write_outputs(result, env, out, plot=True):
                "agents": result.summary()}
     atomic_write_text(out / "metrics.json", json.dumps(metrics, indent=2) + "\n")
     if plot:
+        import matplotlib.pyplot as plt
+
         from .plotting import plot_cumulative_regret
 
         curves = {spec.name: cum[:, j] for j, spec in enumerate(agents)}
-        plot_cumulative_regret(curves, path=out / "regret.png",
-                               title=f"Mushroom bandit: cumulative regret, mean of {S} seeds")
+        plt.close(plot_cumulative_regret(
+            curves, path=out / "regret.png",
+            title=f"Mushroom bandit: cumulative regret, mean of {S} seeds"))
 
 
 def _read_checkpoint(path):

@@ -353,8 +353,8 @@ def cmd_train(args):
     if has_valid:
         metrics["best_valid_error"] = min(r["valid_error"] for r in history)
     atomic_write_text(os.path.join(out, "metrics.json"), json.dumps(metrics, indent=1))
-    plotting.plot_learning_curve(history, os.path.join(out, "learning_curve.png"),
-                                 title=f"{splits.name} {config.model} {config.hidden}")
+    _close(plotting.plot_learning_curve(history, os.path.join(out, "learning_curve.png"),
+                                        title=f"{splits.name} {config.model} {config.hidden}"))
     line = f"test error {100 * metrics['test_error_means']:.2f}% with the means"
     if "test_error_mc" in metrics:
         line += (f", {100 * metrics['test_error_mc']:.2f}% with {test_samples} "
@@ -376,6 +376,14 @@ def _refuse_to_overwrite(args, paths):
     if existing and not args.force:
         raise UsageError(f"{existing[0]} already exists; use --force to overwrite "
                          "(nothing was changed)")
+
+
+def _close(fig):
+    """A command writes its figures to files; in-process callers (tests) must not
+    accumulate them."""
+    import matplotlib.pyplot as plt
+
+    plt.close(fig)
 
 
 def _worker_group(kvstore):
@@ -491,11 +499,11 @@ def cmd_demo(args):
     mean, std = p1.mean(axis=0).reshape(xx.shape), p1.std(axis=0).reshape(xx.shape)
     mean_png = os.path.join(args.out, "demo_predictive_mean.png")
     std_png = os.path.join(args.out, "demo_predictive_std.png")
-    plotting.plot_grid_map(xx, yy, mean, X_test, y_test, label="P(class 1)", vmin=0, vmax=1,
-                           title=f"predictive mean ({args.samples} weight samples)",
-                           path=mean_png)
-    plotting.plot_grid_map(xx, yy, std, X_test, y_test, cmap="viridis", label="std",
-                           title="predictive standard deviation", path=std_png)
+    _close(plotting.plot_grid_map(xx, yy, mean, X_test, y_test, label="P(class 1)", vmin=0,
+                                  vmax=1, title=f"predictive mean ({args.samples} weight "
+                                  "samples)", path=mean_png))
+    _close(plotting.plot_grid_map(xx, yy, std, X_test, y_test, cmap="viridis", label="std",
+                                  title="predictive standard deviation", path=std_png))
     print(f"test accuracy {100 * acc_mc:.1f}% ({args.samples}-sample predictive), "
           f"{100 * acc_means:.1f}% with the means; trained in {seconds:.1f} s")
     print(f"wrote {mean_png} and {std_png}")
