@@ -37,11 +37,13 @@ case "${1:-}" in
     run recipe-dropout-400 --recipe paper --model dropout --hidden 400,400
     run recipe-gaussian-400 --recipe paper --prior gaussian --prior-sigma 1 --hidden 400,400 ;;
   levers1)  # the levers, at 400 units, one change each from the recipe
-    run lever-rho-wide-400 --recipe paper --hidden 400,400 --rho-init=-2.5,-2
-    run lever-sigma1-e1-400 --recipe paper --hidden 400,400 --log-sigma1 -1 ;;
+    run lever-rho-wide-400 --recipe paper --hidden 400,400 --rho-init=-2.5,-2 ;;
   levers2)  # from a worktree at 2c2b5b9 or later (--rho-lr-mult): ../exp-levers
     run lever-rho-lr10-400 --recipe paper --hidden 400,400 --rho-lr-mult 10
+    run lever-sigma1-e1-400 --recipe paper --hidden 400,400 --log-sigma1 -1
     run lever-lr1e-4-400 --recipe paper --hidden 400,400 --lr 1e-4 --lr-decay-epochs= ;;
+  spike)  # the narrow component's width, which the Gaussian-prior run points at (RESULTS.md)
+    run lever-sigma2-e6-400 --recipe paper --hidden 400,400 --log-sigma2 -6 ;;
   *)
-    echo "usage: paper_recipe.sh 1200|400|levers1|levers2 (from the pinned worktree)" >&2; exit 2 ;;
+    echo "usage: paper_recipe.sh 1200|400|levers1|levers2|spike (from the pinned worktree)" >&2; exit 2 ;;
 esac
