@@ -34,6 +34,6 @@ def check(builds=None):
             f"(pip uninstall -y {' '.join(builds)}), then {INSTALL_HINT}")
     try:
         import mxnet  # noqa: F401
-    except ImportError as e:
+    except (ImportError, OSError) as e:  # OSError: libmxnet.so or a library it needs
         raise ImportError(f"bbb_gluon needs MXNet 1.9.1, which could not be imported ({e}); "
                           f"{INSTALL_HINT}") from e

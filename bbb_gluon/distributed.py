@@ -165,6 +165,13 @@ class WorkerGroup:
 # --------------------------------------------------------------------------- the launcher
 
 
+def _cores():
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not Linux
+        return os.cpu_count() or 1
+
+
 class LaunchError(RuntimeError):
     """A process of a launched run failed, or the run passed its time limit; every
     process the launcher started has been stopped."""
@@ -187,7 +194,10 @@ def _roles(num_workers, num_servers, hosts):
 
 
 def _address(host):
-    """The IP address of ``host``: MXNet's processes bind to addresses, not names."""
+    """The IP address of ``host`` (``user@host`` for ssh: the host part): MXNet's processes
+    bind to addresses, not names. Resolved here, on the launching machine: give addresses
+    in a host file where names resolve differently on the machines themselves."""
+    host = host.rsplit("@", 1)[-1]
     try:
         return socket.gethostbyname(host)
     except OSError:
@@ -252,13 +262,14 @@ def _pump(proc, echo, lock):
 
 
 def _stop(processes, grace=5.0):
-    """SIGTERM every process group still running, SIGKILL what is left after ``grace``."""
+    """SIGTERM every process group, SIGKILL what is left after ``grace``; a group whose
+    leader has exited may still hold children (its session is its own)."""
     for sig in (signal.SIGTERM, signal.SIGKILL):
         alive = [p for p in processes if p.popen.poll() is None]
-        for p in alive:
+        for p in processes:
             try:
                 os.killpg(p.popen.pid, sig)
-            except ProcessLookupError:
+            except (ProcessLookupError, PermissionError):
                 pass
         deadline = time.monotonic() + grace
         while time.monotonic() < deadline and any(p.popen.poll() is None for p in alive):
@@ -328,7 +339,7 @@ def launch(command, num_workers=2, num_servers=1, timeout=None, threads=None,
     port = port or (free_port(host) if not ssh_hosts else 9091)
     if threads is None:
         per_host = -(-num_workers // len(hosts))
-        threads = max(1, (os.cpu_count() or 1) // per_host)
+        threads = max(1, _cores() // per_host)
     lock = threading.Lock()
     processes = []
     base_env = dict(os.environ)
@@ -340,8 +351,10 @@ def launch(command, num_workers=2, num_servers=1, timeout=None, threads=None,
                                     threads)
             prog = argv if role == "worker" else [sys.executable, "-c", "import mxnet"]
             if ssh_hosts:
+                # The remote shell gets the run's variables (and env=), not this one's.
+                remote_env = {**(env or {}), "PYTHONUNBUFFERED": "1", **role_env}
                 remote = "cd " + shlex.quote(os.getcwd()) + " && " + " ".join(
-                    f"{k}={shlex.quote(v)}" for k, v in role_env.items()) + " " + \
+                    f"{k}={shlex.quote(v)}" for k, v in remote_env.items()) + " " + \
                     shlex.join(prog)
                 full, proc_env = ["ssh", "-tt", where, remote], base_env
             else:
@@ -373,12 +386,19 @@ def _watch(processes, timeout, interrupt_grace):
     interrupted_at = None
     while True:
         try:
-            for p in processes:
+            if interrupted_at is None:
+                for p in workers:
+                    if p.popen.poll() == 130:
+                        # A worker stopped on a Ctrl-C of its own: the others stop at the
+                        # same report; give rank 0 the time to write its checkpoint.
+                        interrupted_at = time.monotonic()
+            done = all(p.popen.poll() is not None for p in workers)
+            for p in (workers if done else processes):
                 status = p.popen.poll()
                 if status not in (None, 0) and interrupted_at is None:
                     _stop(processes)
                     raise _failure(p, f"exited with status {status}")
-            if all(p.popen.poll() is not None for p in workers):
+            if done:
                 if interrupted_at is not None:
                     _stop(processes)
                     raise KeyboardInterrupt
@@ -395,7 +415,7 @@ def _watch(processes, timeout, interrupt_grace):
                 _stop(processes)
                 raise KeyboardInterrupt
             if timeout is not None and now - start > timeout and interrupted_at is None:
-                slow = next(p for p in workers if p.popen.poll() is None)
+                slow = next((p for p in workers if p.popen.poll() is None), workers[0])
                 _stop(processes)
                 raise _failure(slow, f"was still running after the time limit of {timeout:g} s")
             time.sleep(0.05)

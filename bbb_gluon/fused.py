@@ -260,6 +260,7 @@ class FusedBBBStep:
             kind = type(opt)
             ours = [id(p) for p in list(post._mu) + list(post._rho)]
             if (trainer._kvstore is None and sorted(map(id, trainer._params)) == sorted(ours)
+                    and all(p.grad_req != "null" for p in trainer._params)
                     and not getattr(opt, "multi_precision", False)
                     and (kind is mx.optimizer.Adam
                          or (kind is mx.optimizer.SGD and not opt.momentum))):
@@ -280,7 +281,8 @@ class FusedBBBStep:
         opt = trainer._optimizer  # looked up each time: load_states replaces it
         updater = trainer._updaters[0]
         opt.rescale_grad = trainer._scale / step_size
-        clip = opt.clip_gradient if opt.clip_gradient is not None else -1.0
+        # MXNet's optimisers clip only when clip_gradient is truthy (0 and None: no clip).
+        clip = float(opt.clip_gradient) if opt.clip_gradient else -1.0
         for (imu, irho), gw, w, e, m, r in zip(layers, gws, ws, noise, mus, rhos,
                                                strict=True):
             lrs, wds, states = [], [], []
@@ -300,7 +302,7 @@ class FusedBBBStep:
                      "epsilon": repr(opt.epsilon)} if adam else {}
             mx.nd.bbb_update(gw, w, e, m, r, *states, adam=int(adam), lr_mu=repr(lrs[0]),
                              lr_rho=repr(lrs[1]), wd_mu=repr(wds[0]), wd_rho=repr(wds[1]),
-                             rescale=repr(opt.rescale_grad), clip=repr(float(clip)),
+                             rescale=repr(opt.rescale_grad), clip=repr(clip),
                              scale=repr(scale), **extra, **self.attrs)
 
     def __call__(self, X, y, batch_index, samples=1, eps=None, want_complexity=False,

@@ -27,7 +27,7 @@ import mxnet as mx
 
 from . import fused
 
-__all__ = ["cores", "train_threads", "predict_threads", "configure", "set_threads",
+__all__ = ["cores", "train_threads", "predict_threads", "configure", "per_context", "set_threads",
            "using_threads"]
 
 _settings = {"train": None, "predict": None}
@@ -79,6 +79,12 @@ def configure(train=None, predict=None):
     _settings.update(train=train, predict=predict)
 
 
+def per_context(threads, ctx):
+    """``threads`` shared out over the CPU contexts of ``ctx`` (each runs its own engine
+    thread, so each gets its part; at least one)."""
+    return max(1, threads // max(1, len(_cpu_contexts(ctx))))
+
+
 def _cpu_contexts(ctx):
     ctxs = [mx.cpu()] if ctx is None else list(ctx) if isinstance(ctx, list | tuple) \
         else [ctx]
@@ -90,7 +96,9 @@ def set_threads(threads, ctx=None):
     context(s) ``ctx`` (default ``mx.cpu()``); GPU contexts are left alone.
 
     Returns the previous counts, one per CPU context, or None where the fused kernels are
-    unavailable (then nothing changes). Waits for the operators queued before it.
+    unavailable (then nothing changes). The count is a property of the engine thread (one
+    per CPU context with MXNet's default engine, ``MXNET_CPU_WORKER_NTHREADS=1``); an
+    operator queued before the call may still run after it, with the new count.
     """
     if isinstance(threads, bool) or not isinstance(threads, int) or threads < 1:
         raise ValueError(f"threads must be a positive integer, got {threads!r}")

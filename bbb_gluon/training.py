@@ -49,7 +49,7 @@ from .prediction import error_rate, predict_proba
 from .priors import make_prior
 from .sampling import use_means
 from .step import BBBStep, first_not_finite
-from .threads import predict_threads, train_threads, using_threads
+from .threads import per_context, predict_threads, train_threads, using_threads
 
 __all__ = ["TrainConfig", "TrainResult", "fit", "build_mlp", "load_run",
            "CheckpointError", "TrainingInterrupted", "TrainingDiverged", "MODELS"]
@@ -608,12 +608,15 @@ def fit(config, train, valid=None, run_dir=None, ctx=None, resume=False, progres
         "device" (the default with several devices) or "local" for one process;
         "dist_sync" or "dist_sync_device" (or such a KVStore) to train as one worker of
         several processes on MXNet's parameter server (start them with ``bbb-gluon
-        launch``; see :mod:`bbb_gluon.distributed`). Every worker walks the same batches
-        and takes its own shard of each (the learning rate applies to the whole batch),
+        launch``; see :mod:`bbb_gluon.distributed`). Training data must be arrays: every
+        worker walks the same batches and takes its own shard of each (the learning rate
+        applies to the whole batch),
         draws its own weight noise, and keeps the optimiser's state itself, so a resumed
         run is exact. Rank 0 alone evaluates and writes ``run_dir``; every worker reads
         it on ``resume`` (use a folder all of them see). Progress is shown by rank 0, and
         Ctrl-C stops every worker together at the next report (``config.log_every``).
+        One ``fit`` per distributed kvstore: a second one in the same processes would
+        initialise its keys again, which the servers take for a push and wait on.
 
     Raises
     ------
@@ -638,6 +641,10 @@ def fit(config, train, valid=None, run_dir=None, ctx=None, resume=False, progres
     from_loader = isinstance(train, gluon.data.DataLoader)
     if from_loader and net is None:
         raise ValueError("a DataLoader needs net=: the package's MLP trains from arrays")
+    if from_loader and kvstore in ("dist_sync", "dist_sync_device") or (
+            from_loader and isinstance(kvstore, mx.kvstore.KVStore)):
+        raise ValueError("distributed training takes arrays, not a DataLoader: every worker "
+                         "must cut its shard from the same permutation of the same data")
     if ctx is None and net is not None:
         ctx = next(iter(net.collect_params().values())).list_ctx()
     ctxs = ctx if isinstance(ctx, list | tuple) else [ctx or mx.current_context()]
@@ -668,7 +675,8 @@ def fit(config, train, valid=None, run_dir=None, ctx=None, resume=False, progres
         elif os.path.exists(latest_path):
             raise CheckpointError(f"{run_dir} already holds a run; resume it or choose "
                                   "another folder (nothing was changed)")
-        os.makedirs(ckpt_dir, exist_ok=True)
+        if writer:
+            os.makedirs(ckpt_dir, exist_ok=True)
     elif resume:
         raise ValueError("resume=True needs a run_dir")
 
@@ -771,7 +779,7 @@ def fit(config, train, valid=None, run_dir=None, ctx=None, resume=False, progres
     all_stop = False  # distributed: a Ctrl-C seen by any worker at the last report
     interrupted = False
     best_arrays = None
-    with _catch_sigint() as sig, using_threads(train_threads(), ctxs):
+    with _catch_sigint() as sig, using_threads(per_context(train_threads(), ctxs), ctxs):
         for epoch in range(start_epoch, config.epochs):
             skip = start_batch if epoch == start_epoch else 0
             # Running sums stay on the device; the host reads them every log_every batches.
@@ -779,7 +787,9 @@ def fit(config, train, valid=None, run_dir=None, ctx=None, resume=False, progres
             acc_cplx = mx.nd.zeros((1,), ctx=ctxs[0])
             measured, seconds = 0, 0.0
             if skip and partial:
-                acc_nll[:] = partial["nll"]
+                # The saved likelihood cost is already the sum over the workers: one of
+                # them carries it on, or the epoch's sum would count it once per worker.
+                acc_nll[:] = partial["nll"] if group.rank == 0 else 0.0
                 acc_cplx[:] = partial["complexity_sum"]
                 measured, seconds = partial["measured"], partial["seconds"]
             bar = tqdm(total=num_batches, initial=skip, desc=f"epoch {epoch + 1}/{config.epochs}",
@@ -841,7 +851,8 @@ def fit(config, train, valid=None, run_dir=None, ctx=None, resume=False, progres
                 if report and progress:
                     n, k = float(acc_nll.asscalar()), float(acc_cplx.asscalar())
                     kl = pi_sum * k / measured if measured else 0.0
-                    bar.set_postfix(nll=f"{n / ((i + 1) * config.batch_size):.4f}",
+                    here = config.batch_size / group.num_workers  # this worker's share
+                    bar.set_postfix(nll=f"{n / ((i + 1) * here):.4f}",
                                     complexity=f"{kl:.4g}", refresh=False)
                 bar.update(1)
                 stop_now = all_stop if group.distributed else sig["stop"]
@@ -867,7 +878,7 @@ def fit(config, train, valid=None, run_dir=None, ctx=None, resume=False, progres
             complexity = (pi_sum * cplx_sum / measured
                           if posterior is not None and measured else 0.0)
             lead = group.rank == 0  # the others have nothing to record: rank 0 evaluates
-            with using_threads(predict_threads(), ctxs):
+            with using_threads(per_context(predict_threads(), ctxs[0]), ctxs[0]):
                 row = _epoch_row(epoch, nll_sum, complexity, num_examples, seconds,
                                  net, posterior, config, Xv if lead else None, yv, ctxs[0],
                                  Xm if lead else None, ym, loss)

@@ -184,6 +184,19 @@ def test_a_distributed_run_resumed_from_its_checkpoint_continues_the_same_run(da
     history = json.loads((run / "history.json").read_text())
     assert [row["valid_error"] for row in history] == \
         [row["valid_error"] for row in reference.history]
+    # The interrupted epoch's likelihood cost is counted once, not once per worker.
+    for row, ref in zip(history, reference.history, strict=True):
+        assert row["likelihood_cost"] == pytest.approx(ref["likelihood_cost"], rel=1e-5)
+
+
+def test_a_dataloader_is_refused_before_connecting():
+    X = np.zeros((64, 784), dtype=np.float32)
+    loader = gluon.data.DataLoader(gluon.data.ArrayDataset(X, np.zeros(64)), batch_size=32)
+    net = dist_worker.config("plain", "auto")
+    from bbb_gluon.training import build_mlp
+
+    with pytest.raises(ValueError, match="arrays, not a DataLoader"):
+        fit(net, loader, net=build_mlp((8,)), kvstore="dist_sync", progress=False)
 
 
 def test_a_distributed_checkpoint_is_not_resumed_by_one_process(data_root, tmp_path):

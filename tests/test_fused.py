@@ -366,7 +366,8 @@ def _adam_steps(fuse, steps=3, lr_mult=1.0, wd=0.0, clip=None, monkeypatch=None)
     return step, _params(posterior), flat_states, trainer
 
 
-@pytest.mark.parametrize("lr_mult, wd, clip", [(1.0, 0.0, None), (10.0, 1e-3, 0.5)])
+@pytest.mark.parametrize("lr_mult, wd, clip", [(1.0, 0.0, None), (10.0, 1e-3, 0.5),
+                                              (1.0, 0.0, 0.0)])  # 0: MXNet does not clip
 def test_fused_update_equals_the_trainers_adam(monkeypatch, lr_mult, wd, clip):
     fused_step, p_fused, s_fused, t_fused = _adam_steps(True, lr_mult=lr_mult, wd=wd,
                                                         clip=clip, monkeypatch=monkeypatch)

@@ -19,6 +19,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "dmlc/strtonum.h"
 #include "mxnet/lib_api.h"
 #include "common.h"
 
@@ -35,6 +36,17 @@ namespace {
 double attr_d(const Attrs& a, const char* k, double dflt) {
   auto it = a.find(k);
   return it == a.end() ? dflt : std::strtod(it->second.c_str(), nullptr);
+}
+// The optimiser's numbers parsed as MXNet parses them: dmlc::stof for an operator's float
+// fields (adam_update, multi_sgd_update's rescale_grad), strtof for the entries of
+// multi_sgd_update's lrs/wds tuples; so the floats, and the updates, are the same.
+float attr_stof(const Attrs& a, const char* k, float dflt) {
+  auto it = a.find(k);
+  return it == a.end() ? dflt : dmlc::stof(it->second);
+}
+float attr_strtof(const Attrs& a, const char* k, float dflt) {
+  auto it = a.find(k);
+  return it == a.end() ? dflt : std::strtof(it->second.c_str(), nullptr);
 }
 uint64_t attr_u(const Attrs& a, const char* k) {
   auto it = a.find(k);
@@ -210,17 +222,19 @@ MXReturnValue grad_forward(const Attrs& attrs, std::vector<MXTensor>* inputs,
 struct Update {
   bool adam;
   float lr_mu, lr_rho, wd_mu, wd_rho, rescale, clip, b1, b2, epsilon;
-  explicit Update(const Attrs& a)
-      : adam(attr_u(a, "adam") != 0),
-        lr_mu(static_cast<float>(attr_d(a, "lr_mu", 0))),
-        lr_rho(static_cast<float>(attr_d(a, "lr_rho", 0))),
-        wd_mu(static_cast<float>(attr_d(a, "wd_mu", 0))),
-        wd_rho(static_cast<float>(attr_d(a, "wd_rho", 0))),
-        rescale(static_cast<float>(attr_d(a, "rescale", 1))),
-        clip(static_cast<float>(attr_d(a, "clip", -1))),
-        b1(static_cast<float>(attr_d(a, "beta1", 0.9))),
-        b2(static_cast<float>(attr_d(a, "beta2", 0.999))),
-        epsilon(static_cast<float>(attr_d(a, "epsilon", 1e-8))) {}
+  explicit Update(const Attrs& a) : adam(attr_u(a, "adam") != 0) {
+    // adam_update: every field by dmlc::stof; multi_sgd_update: lrs and wds by strtof.
+    auto per_weight = adam ? attr_stof : attr_strtof;
+    lr_mu = per_weight(a, "lr_mu", 0.f);
+    lr_rho = per_weight(a, "lr_rho", 0.f);
+    wd_mu = per_weight(a, "wd_mu", 0.f);
+    wd_rho = per_weight(a, "wd_rho", 0.f);
+    rescale = attr_stof(a, "rescale", 1.f);
+    clip = attr_stof(a, "clip", -1.f);
+    b1 = attr_stof(a, "beta1", 0.9f);
+    b2 = attr_stof(a, "beta2", 0.999f);
+    epsilon = attr_stof(a, "epsilon", 1e-8f);
+  }
 };
 
 inline float clip_to(float g, float c) { return c >= 0.f ? std::fmax(-c, std::fmin(g, c)) : g; }
