@@ -15,8 +15,8 @@ OpenMP-parallel, vectorised loops, and MXNet loads it as an operator library
   cost, written out by hand (the same estimator as :class:`bbb_gluon.BBBLoss`; tests check
   they agree);
 - ``bbb_cost``: the complexity cost's value, for reports;
-- ``bbb_update``: ``bbb_grad`` and the optimiser's update (Adam, or SGD without momentum)
-  in the same pass, on the Trainer's own state, so one call per layer replaces the
+- ``bbb_update``: ``bbb_grad`` and the optimiser's update (Adam, or SGD with or without
+  momentum) in the same pass, on the Trainer's own state, so one call per layer replaces the
   gradient kernel and ``Trainer.step``;
 - ``bbb_threads``: the OpenMP thread count of the engine thread (:mod:`bbb_gluon.threads`).
 
@@ -248,7 +248,7 @@ class FusedBBBStep:
         """``(adam, [(mu index, rho index)] per layer)`` when the optimiser's update can
         run inside the gradient kernel, else False: one context and no kvstore (nothing
         to all-reduce), a Trainer over exactly the posterior's parameters, float32 Adam or
-        SGD without momentum. ``BBB_GLUON_FUSED_UPDATE=0`` turns it off."""
+        SGD (with or without momentum). ``BBB_GLUON_FUSED_UPDATE=0`` turns it off."""
         if self._update is not None:
             return self._update
         trainer, post = self.trainer, self.posterior
@@ -262,8 +262,7 @@ class FusedBBBStep:
             if (trainer._kvstore is None and sorted(map(id, trainer._params)) == sorted(ours)
                     and all(p.grad_req != "null" for p in trainer._params)
                     and not getattr(opt, "multi_precision", False)
-                    and (kind is mx.optimizer.Adam
-                         or (kind is mx.optimizer.SGD and not opt.momentum))):
+                    and kind in (mx.optimizer.Adam, mx.optimizer.SGD)):
                 index = trainer._param2idx
                 plan = (kind is mx.optimizer.Adam,
                         [(index[m.name], index[r.name])
@@ -292,14 +291,16 @@ class FusedBBBStep:
                 if adam:
                     t = opt._index_update_count[idx]
                     lr *= math.sqrt(1.0 - opt.beta2 ** t) / (1.0 - opt.beta1 ** t)
+                if adam or opt.momentum:
                     if idx not in updater.states:
                         updater.states[idx] = opt.create_state_multi_precision(idx, weight)
                         updater.states_synced[idx] = True
-                    states.extend(updater.states[idx])
+                    state = updater.states[idx]  # Adam: (mean, var); SGD: the momentum
+                    states.extend(state if adam else [state])
                 lrs.append(lr)
                 wds.append(wd)
             extra = {"beta1": repr(opt.beta1), "beta2": repr(opt.beta2),
-                     "epsilon": repr(opt.epsilon)} if adam else {}
+                     "epsilon": repr(opt.epsilon)} if adam else {"momentum": repr(opt.momentum)}
             mx.nd.bbb_update(gw, w, e, m, r, *states, adam=int(adam), lr_mu=repr(lrs[0]),
                              lr_rho=repr(lrs[1]), wd_mu=repr(wds[0]), wd_rho=repr(wds[1]),
                              rescale=repr(opt.rescale_grad), clip=repr(clip),
