@@ -71,3 +71,11 @@ def test_threads_benchmark_runs_the_peers_workload(fashion_root):
                           capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr[-2000:]
     assert "Fashion-MNIST" in done.stdout and "GaussianPrior(sigma=1)" in done.stdout
+
+
+def test_step_profile_runs():
+    done = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "profile_step.py"),
+                           "--steps", "3", "--threads", "1"], capture_output=True, text=True,
+                          timeout=600)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "bbb_update" in done.stdout and "adam_update" in done.stdout
