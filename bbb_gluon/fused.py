@@ -10,6 +10,7 @@ OpenMP-parallel, vectorised loops, and MXNet loads it as an operator library
 - ``bbb_normal``: N(0, 1) noise by Box-Muller from a counter-based hash of
   ``(seed, stream, counter, layer)``, so it is reproducible and resumable;
 - ``bbb_sample``: :math:`w = \\mu + \\mathrm{softplus}(\\rho)\\,\\epsilon`;
+- ``bbb_draw``: both in one call (the same numbers), as the training step uses them;
 - ``bbb_grad``: the gradients with respect to :math:`\\mu` and :math:`\\rho` of the
   likelihood (given its gradient with respect to :math:`w`) plus the weighted complexity
   cost, written out by hand (the same estimator as :class:`bbb_gluon.BBBLoss`; tests check
@@ -244,6 +245,16 @@ class FusedBBBStep:
                                  counter=counter, layer=k)
                 for k, mu in enumerate(self.posterior.mu(ctx))]
 
+    def draw(self, ctx, stream, mus, rhos):
+        """``(noise, weights)`` per layer in one kernel call each: the noise
+        :meth:`noise` draws, and the weights ``bbb_sample`` makes from it."""
+        source = self.posterior.noise
+        counter = source.advance(stream)
+        pairs = [mx.nd.bbb_draw(m, r, seed=source.seed, stream=source.global_stream(stream),
+                                counter=counter, layer=k)
+                 for k, (m, r) in enumerate(zip(mus, rhos, strict=True))]
+        return [p[0] for p in pairs], [p[1] for p in pairs]
+
     def _update_plan(self):
         """``(adam, [(mu index, rho index)] per layer)`` when the optimiser's update can
         run inside the gradient kernel, else False: one context and no kvstore (nothing
@@ -334,9 +345,12 @@ class FusedBBBStep:
             params_mu = [p.grad(ctx) for p in self.posterior._mu]
             params_rho = [p.grad(ctx) for p in self.posterior._rho]
             for s in range(samples):
-                noise = self.noise(ctx, k) if eps is None else \
-                    [e.as_in_context(ctx) for e in eps[k][s]]
-                ws = [mx.nd.bbb_sample(m, r, e) for m, r, e in zip(mus, rhos, noise, strict=True)]
+                if eps is None:
+                    noise, ws = self.draw(ctx, k, mus, rhos)
+                else:
+                    noise = [e.as_in_context(ctx) for e in eps[k][s]]
+                    ws = [mx.nd.bbb_sample(m, r, e)
+                          for m, r, e in zip(mus, rhos, noise, strict=True)]
                 mx.autograd.mark_variables(ws, gws)
                 with mx.autograd.record():
                     with use_weights(self.net, self.posterior, ws, ctx):

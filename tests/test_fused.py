@@ -450,3 +450,15 @@ def test_the_update_is_left_to_the_trainer_where_it_cannot_be_fused():
     assert plan([mx.cpu()], "sgd", {"learning_rate": 0.1, "momentum": 0.9})[0] is False
     assert plan([mx.cpu()], "rmsprop", {"learning_rate": 0.1}) is False
     assert plan([mx.cpu(0), mx.cpu(1)], "adam", {"learning_rate": 0.1}) is False
+
+
+@pytest.mark.parametrize("shape", [(40, 78), (41,), (7,)])
+def test_bbb_draw_is_bbb_normal_then_bbb_sample_to_the_bit(shape):
+    rng = np.random.default_rng(0)
+    mu = mx.nd.array(rng.normal(size=shape).astype(np.float32))
+    rho = mx.nd.array(rng.uniform(-5, 1, shape).astype(np.float32))
+    key = dict(seed=3, stream=1, counter=5, layer=2)
+    eps = mx.nd.bbb_normal(mu, **key)
+    eps2, w = mx.nd.bbb_draw(mu, rho, **key)
+    np.testing.assert_array_equal(eps2.asnumpy(), eps.asnumpy())
+    np.testing.assert_array_equal(w.asnumpy(), mx.nd.bbb_sample(mu, rho, eps).asnumpy())

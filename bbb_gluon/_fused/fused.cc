@@ -153,6 +153,21 @@ MXReturnValue sample_forward(const Attrs&, std::vector<MXTensor>* inputs,
   return MX_SUCCESS;
 }
 
+// ---- bbb_draw: (eps, w) in one call: bbb_normal's numbers, then bbb_sample on them ----
+MXReturnValue draw_forward(const Attrs& attrs, std::vector<MXTensor>* inputs,
+                           std::vector<MXTensor>* outputs, const OpResource& res) {
+  const float* mu = (*inputs)[0].data<float>();
+  const float* rho = (*inputs)[1].data<float>();
+  std::vector<MXTensor> eps_only{(*outputs)[0]};
+  if (normal_forward(attrs, inputs, &eps_only, res) != MX_SUCCESS) return MX_FAIL;
+  const float* eps = (*outputs)[0].data<float>();
+  float* w = (*outputs)[1].data<float>();
+  const int64_t n = (*outputs)[1].size();
+#pragma omp parallel for simd schedule(static)
+  for (int64_t i = 0; i < n; ++i) w[i] = mu[i] + softplus(rho[i]) * eps[i];
+  return MX_SUCCESS;
+}
+
 // ---- bbb_grad: gradients of  likelihood(w) + scale * complexity  w.r.t. mu and rho ----
 // With h = dL/dw + scale * d(-log P)/dw (the whole gradient reaching w):
 //   d/dmu = h,  d/drho = sigmoid(rho) * (eps * h - scale / sigma)    (Monte-Carlo cost)
@@ -384,6 +399,7 @@ MXReturnValue threads_forward(const Attrs& attrs, std::vector<MXTensor>* inputs,
   return MX_SUCCESS;
 }
 
+MXReturnValue parse_draw(const Attrs& a, int* i, int* o) { return parse_n(a, i, o, 2, 2); }
 MXReturnValue parse_lrt(const Attrs& a, int* i, int* o) { return parse_n(a, i, o, 2, 1); }
 MXReturnValue parse_threads(const Attrs& a, int* i, int* o) { return parse_n(a, i, o, 1, 1); }
 MXReturnValue parse_normal(const Attrs& a, int* i, int* o) { return parse_n(a, i, o, 1, 1); }
@@ -406,6 +422,11 @@ REGISTER_OP(bbb_sample)
 REGISTER_OP(bbb_grad)
     .setForward(grad_forward, "cpu")
     .setParseAttrs(parse_grad)
+    .setInferType(all_float32)
+    .setInferShape(same_shape);
+REGISTER_OP(bbb_draw)
+    .setForward(draw_forward, "cpu")
+    .setParseAttrs(parse_draw)
     .setInferType(all_float32)
     .setInferShape(same_shape);
 REGISTER_OP(bbb_lrt)
