@@ -8,6 +8,10 @@
 #   cd ../exp-paper && setsid nohup bash ../main/experiments/paper_recipe.sh 1200 &
 #   cd ../exp-paper && setsid nohup bash ../main/experiments/paper_recipe.sh 400 &
 #   cd ../exp-paper && setsid nohup bash ../main/experiments/paper_recipe.sh levers1 &
+# The later levers need --rho-lr-mult and the stored --test-samples, so they run from a
+# second worktree at 2c2b5b9 (made the same way, ../exp-levers):
+#   cd ../exp-levers && setsid nohup bash ../main/experiments/paper_recipe.sh spike &
+#   cd ../exp-levers && setsid nohup bash ../main/experiments/paper_recipe.sh levers2 &
 # Each queue runs its commands one after another, one thread each (two queues fill the
 # two cores); a run with a checkpoint is resumed, a finished one (metrics.json) skipped.
 # Logs: runs/NAME.log. Copy config.json, history.csv, metrics.json and the plots (never
