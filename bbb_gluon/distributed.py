@@ -32,6 +32,8 @@ import time
 import mxnet as mx
 import numpy as np
 
+from .threads import cores
+
 __all__ = ["WorkerGroup", "LaunchError", "launch", "free_port", "launch_commands"]
 
 # Kvstore keys of the group's own all-reduces: far above the 0..n-1 a Trainer uses.
@@ -163,13 +165,6 @@ class WorkerGroup:
 
 
 # --------------------------------------------------------------------------- the launcher
-
-
-def _cores():
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:  # not Linux
-        return os.cpu_count() or 1
 
 
 class LaunchError(RuntimeError):
@@ -339,7 +334,7 @@ def launch(command, num_workers=2, num_servers=1, timeout=None, threads=None,
     port = port or (free_port(host) if not ssh_hosts else 9091)
     if threads is None:
         per_host = -(-num_workers // len(hosts))
-        threads = max(1, _cores() // per_host)
+        threads = max(1, cores() // per_host)
     lock = threading.Lock()
     processes = []
     base_env = dict(os.environ)
