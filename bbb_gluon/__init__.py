@@ -26,6 +26,7 @@ from .prediction import error_rate, predict_proba, predict_samples, uncertainty
 from .priors import GaussianPrior, Prior, ScaleMixturePrior, make_prior
 from .sampling import use_means, use_weights
 from .step import BBBStep
+from .threads import _claim as _claim_threads
 from .training import (
     CheckpointError,
     TrainConfig,
@@ -36,6 +37,10 @@ from .training import (
     fit,
     load_run,
 )
+
+# Before the user's first operator: the engine thread's OpenMP count can only go down
+# once oneDNN has made primitives on it (bbb_gluon.threads).
+_claim_threads()
 
 __version__ = "0.1.0"
 

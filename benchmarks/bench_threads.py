@@ -1,6 +1,7 @@
 """How the OpenMP thread count of MXNet's engine thread changes each phase of the work.
 
-For each thread count (``bbb_gluon.threads.using_threads``), in one process:
+For each thread count (``bbb_gluon.threads.using_threads``), in one process, the largest
+first (an engine thread's count can only go down: ``bbb_gluon.threads``):
 
 - seconds per training epoch (60,000 images, batch 128, Adam) of the plain hybridized
   MLP (784-400-400-10, and the other --hidden widths) and of the same network with
@@ -39,7 +40,7 @@ from bbb_gluon.data import (
     load_dataset,  # noqa: E402
 )
 from bbb_gluon.priors import GaussianPrior, ScaleMixturePrior  # noqa: E402
-from bbb_gluon.threads import configure, cores, using_threads  # noqa: E402
+from bbb_gluon.threads import configure, cores, current, using_threads  # noqa: E402
 
 
 def fashion_data(num_train):
@@ -66,6 +67,11 @@ def main():
         return 1
     counts = [int(t) for t in args.threads.split(",")] if args.threads else \
         list(range(1, cores() + 1))
+    counts = sorted(set(counts), reverse=True)
+    if counts[0] > current()[0]:
+        print(f"the engine thread is limited to {current()[0]} threads here (was an operator "
+              "run before bbb_gluon was imported, or is OMP_NUM_THREADS set?)")
+        return 1
     num_train = 2048 if args.tiny else 60000
     max_batches = 4 if args.tiny else None
     epochs = 1 if args.tiny else args.epochs
@@ -98,14 +104,14 @@ def main():
           f"{'bbb/plain':>11}{'bbb/fastest plain':>19}")
     for units in widths:
         floor = min(epochs_at[(units, n)][0] for n in counts)
-        for n in counts:
+        for n in sorted(counts):
             plain, bbb = epochs_at[(units, n)]
             print(f"{f'784-{units}-{units}-10':<16}{n:>8}{plain:>15.2f}{bbb:>13.2f}"
                   f"{bbb / plain:>11.2f}{bbb / floor:>19.2f}")
     floor = min(det for _, det in predictive.values())
     print(f"{'threads':>7} {samples}-sample predictive s  {samples} plain passes s  "
           f"predictive/plain  predictive/fastest plain")
-    for n, (mc, det) in predictive.items():
+    for n, (mc, det) in sorted(predictive.items()):
         print(f"{n:>7} {mc:>23.2f} {det:>16.2f} {mc / det:>17.2f} {mc / floor:>25.2f}")
     return 0
 

@@ -12,6 +12,7 @@
 # second worktree at 2c2b5b9 (made the same way, ../exp-levers):
 #   cd ../exp-levers && setsid nohup bash ../main/experiments/paper_recipe.sh spike &
 #   cd ../exp-levers && setsid nohup bash ../main/experiments/paper_recipe.sh levers2 &
+#   cd ../exp-levers && setsid nohup bash ../main/experiments/paper_recipe.sh spike1200 &
 # Each queue runs its commands one after another, one thread each (two queues fill the
 # two cores); a run with a checkpoint is resumed, a finished one (metrics.json) skipped.
 # Logs: runs/NAME.log. Copy config.json, history.csv, metrics.json and the plots (never
@@ -48,6 +49,8 @@ case "${1:-}" in
     run lever-lr1e-4-400 --recipe paper --hidden 400,400 --lr 1e-4 --lr-decay-epochs= ;;
   spike)  # the narrow component's width, which the Gaussian-prior run points at (RESULTS.md)
     run lever-sigma2-e6-400 --recipe paper --hidden 400,400 --log-sigma2 -6 ;;
+  spike1200)  # the same at the paper's width, for Table 2 (about 4 h on one thread)
+    run lever-sigma2-e6-1200 --recipe paper --hidden 1200,1200 --log-sigma2 -6 ;;
   *)
-    echo "usage: paper_recipe.sh 1200|400|levers1|levers2|spike (from the pinned worktree)" >&2; exit 2 ;;
+    echo "usage: paper_recipe.sh 1200|400|levers1|levers2|spike|spike1200 (from the pinned worktree)" >&2; exit 2 ;;
 esac

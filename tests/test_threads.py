@@ -5,6 +5,11 @@ these check that the count is set where the operators run, restored, and chosen 
 documented.
 """
 
+import os
+import subprocess
+import sys
+import textwrap
+
 import mxnet as mx
 import numpy as np
 import pytest
@@ -27,24 +32,85 @@ def _clean(monkeypatch):
 
 
 @needs_kernels
-def test_the_count_stays_on_the_engine_thread_until_changed():
-    start = threads.set_threads(2)  # the value read back is the engine thread's own
-    assert threads.set_threads(1) == [2]
-    assert threads.set_threads(1) == [1]
-    with threads.using_threads(2):
-        assert threads.set_threads(2) == [2]
-    assert threads.set_threads(start[0]) == [1]  # restored after the block
+def test_the_count_goes_down_and_never_back_up():
+    ctx = mx.cpu(7)  # a context no other test uses: its engine thread starts here
+    top = threads.current(ctx)[0]
+    assert top == threads.cores()  # both phases default to every core
+    assert threads.set_threads(1, ctx) == [top]  # the value read back is the thread's own
+    assert threads.current(ctx) == [1]
+    assert threads.set_threads(top + 1, ctx) == [1]
+    assert threads.current(ctx) == [1]  # oneDNN may have made primitives at one thread
+    with threads.using_threads(top + 1, ctx):
+        assert threads.current(ctx) == [1]
+    assert threads.current(ctx) == [1]
 
 
 @needs_kernels
 def test_each_cpu_context_has_its_own_engine_thread():
-    two = [mx.cpu(0), mx.cpu(1)]
-    start = threads.set_threads(1, two)
-    threads.set_threads(2, mx.cpu(1))
-    assert threads.set_threads(1, two) == [1, 2]
-    with threads.using_threads(2, two):
-        assert threads.set_threads(2, two) == [2, 2]
-    assert threads.set_threads(start[0], two) == [1, 1]
+    a, b = mx.cpu(5), mx.cpu(6)
+    top = threads.current([a, b])
+    assert top[0] == top[1]
+    threads.set_threads(1, b)
+    assert threads.current([a, b]) == [top[0], 1]
+    with threads.using_threads(1, [a, b]):
+        assert threads.current([a, b]) == [1, 1]
+
+
+def _run(script, **env):
+    """Run ``script`` in a fresh Python with ``env`` in place of the thread variables."""
+    full = {k: v for k, v in os.environ.items()
+            if k not in ("OMP_NUM_THREADS", "BBB_GLUON_TRAIN_THREADS",
+                         "BBB_GLUON_PREDICT_THREADS")}
+    full.update(env)
+    done = subprocess.run([sys.executable, "-c", textwrap.dedent(script)], env=full,
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return done.stdout.split()
+
+
+@needs_kernels
+def test_the_import_raises_the_count_only_before_anything_ran():
+    env = dict(OMP_NUM_THREADS="1", BBB_GLUON_TRAIN_THREADS="3")  # MXNet starts at one
+    fresh = """
+        import mxnet as mx
+        import bbb_gluon
+        print(*bbb_gluon.threads.current())
+    """
+    used = """
+        import mxnet as mx
+        mx.nd.ones((2, 2)).asnumpy()  # an operator before the import: the count stays
+        import bbb_gluon
+        print(*bbb_gluon.threads.current())
+    """
+    assert _run(fresh, **env) == ["3"]
+    assert _run(used, **env) == ["1"]
+
+
+@needs_kernels
+def test_a_cnn_trained_with_fewer_threads_than_it_predicts_with_does_not_crash():
+    # The CI failure of 2026-11-23: pooling and batch-norm primitives made at one thread,
+    # then run at two, wrote past their buffers (munmap_chunk(): invalid pointer).
+    script = """
+        import mxnet as mx, numpy as np
+        from mxnet.gluon import nn
+        import bbb_gluon as bbb
+        net = nn.HybridSequential()
+        net.add(nn.Conv2D(6, 5, in_channels=1, activation="relu"),
+                nn.BatchNorm(in_channels=6), nn.MaxPool2D(), nn.Flatten(),
+                nn.Dense(10, in_units=6 * 12 * 12))
+        net.initialize()
+        net.hybridize()
+        posterior = bbb.Posterior(net, rho_init=-3.0, seed=0)
+        rng = np.random.default_rng(0)
+        X = rng.uniform(size=(256, 1, 28, 28)).astype(np.float32)
+        y = np.arange(256) % 10
+        config = bbb.TrainConfig(model="bbb", epochs=2, batch_size=128, eval_samples=2)
+        bbb.fit(config, (X, y), (X, y), net=net, posterior=posterior, progress=False)
+        probs = bbb.predict_proba(net, X, posterior, num_samples=2, batch_size=128)
+        print(int(np.isfinite(probs).all()), *bbb.threads.current())
+    """
+    assert _run(script, BBB_GLUON_TRAIN_THREADS="1", BBB_GLUON_PREDICT_THREADS="2") \
+        == ["1", "1"]
 
 
 def test_gpu_contexts_are_left_alone():
