@@ -21,6 +21,7 @@ import pytest
 from mxnet import gluon
 from mxnet.gluon import nn
 
+from bbb_gluon import threads
 from bbb_gluon.data import load_dataset
 from bbb_gluon.loss import BBBLoss, complexity_cost
 from bbb_gluon.posterior import Posterior
@@ -290,6 +291,17 @@ fit(TrainConfig(**config), splits.train, splits.valid, run_dir=run_dir, progress
 """
 
 
+def _this_threads_env():
+    """The environment with this process's engine-thread count, so that a child sums in
+    the same order (a count can only go down, so this process's may be lower than a
+    fresh one's)."""
+    env = dict(os.environ)
+    count = threads.current()
+    if count is not None:
+        env.update(BBB_GLUON_TRAIN_THREADS=str(count[0]), BBB_GLUON_PREDICT_THREADS=str(count[0]))
+    return env
+
+
 def _trainer_states(run_dir):
     """The optimiser state stored in a run's latest checkpoint, as NumPy arrays."""
     import pickle
@@ -311,7 +323,7 @@ def test_sigkill_then_resume_matches_uninterrupted_run(data_root, mnist_300, tmp
     full = fit(config, mnist_300.train, mnist_300.valid, run_dir=full_dir, progress=False)
     proc = subprocess.run([sys.executable, "-c", _KILL_SCRIPT, str(data_root), str(run_dir),
                            json.dumps(config.to_dict()), where], capture_output=True,
-                          text=True, timeout=300)
+                          text=True, timeout=300, env=_this_threads_env())
     assert proc.returncode == -signal.SIGKILL, proc.stderr  # killed, not finished
 
     _, _, stored, meta = load_run(run_dir, "latest")
