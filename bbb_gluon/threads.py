@@ -9,27 +9,35 @@ operators (apache/mxnet#9744). The fused library therefore has an operator,
 operator; :func:`set_threads` and :func:`using_threads` wrap it.
 
 The count may go down but never back up. oneDNN sizes a primitive's per-thread buffers
-for the thread count at the moment it is created, and MXNet keeps the primitives it
-created (keyed by shapes, not by thread count) for the life of the engine thread: run one
-with more threads than it was made for and it writes past its buffers (a pooling layer
-made at one thread and run at two crashed the process; oneDNN issue #1201 says the count
-must be set before any primitive is created). So each CPU engine thread has a ceiling,
-the most threads it may use from now on:
+for the thread count at the moment it is made, and MXNet keeps the primitives it made
+(keyed by shapes, not by thread count) for the life of the engine thread: run one with
+more threads than it was made for and it writes past its buffers (a pooling layer made at
+one thread and run at two crashed the process; oneDNN issue #1201 says the count must be
+set before any primitive is made). So ``bbb_threads`` keeps a ceiling per engine thread,
+the most threads it may use from then on:
 
-- at ``import bbb_gluon`` the engine thread of ``mx.cpu()`` is raised to the larger of
-  the two phases' counts below, if that thread was started by this very call (nothing
-  has run on it yet); if an operator ran on ``mx.cpu()`` before ``bbb_gluon`` was
-  imported, its count stays where MXNet put it (one thread on these 2-core machines,
-  unless ``OMP_NUM_THREADS`` says otherwise);
-- another CPU context gets the same treatment the first time ``bbb_gluon`` sets its count;
-- setting a count lowers the ceiling to it, and a later, larger request gets the ceiling.
+- the first time it runs on an engine thread, it raises the thread to the larger of the
+  two phase counts below only if the thread is new, started by this very call (its id was
+  not among the process's threads just before); otherwise the ceiling is the count the
+  thread has, MXNet's own (one thread on these 2-core machines unless
+  ``OMP_NUM_THREADS`` says otherwise);
+- ``import bbb_gluon`` does this for ``mx.cpu()``, so import it before running any MXNet
+  operator (creating an array or ``mx.random.seed`` count too) and from the main thread;
+  another CPU context gets it the first time ``bbb_gluon`` sets its count;
+- setting a count lowers the ceiling to it, and a larger request gets the ceiling;
+- new engine threads (MXNet restarts them in both processes around ``os.fork``, e.g. for
+  a ``DataLoader`` with workers) start unknown, so they keep MXNet's count.
+
+A count that cannot be had falls back silently to the ceiling; :func:`current` says what
+an engine thread has.
 
 ``fit`` trains with :func:`train_threads` and evaluates with :func:`predict_threads`, and
 ``predict_proba`` / ``predict_samples`` predict with the latter; both default to every
 core, which measured fastest for both phases on an otherwise idle machine
-(``benchmarks/bench_threads.py``, docs/benchmarks.md), and then nothing changes after
-the import. On a machine whose cores are busy with other work, several OpenMP threads
-wait for each other and run many times slower: set ``OMP_NUM_THREADS=1`` there (both
+(``benchmarks/bench_threads.py``, docs/benchmarks.md). ``fit`` on several CPU contexts
+gives each its share (:func:`per_context`), which lowers their ceilings. On a machine
+whose cores are busy with other work, several OpenMP threads wait for each other and run
+many times slower: set ``OMP_NUM_THREADS=1`` there (both
 phases follow it), or each phase on its own with :func:`configure` or
 ``BBB_GLUON_TRAIN_THREADS`` / ``BBB_GLUON_PREDICT_THREADS`` (a phase with fewer threads
 than the other lowers the ceiling for both, from the first time it runs). Without the
@@ -39,7 +47,6 @@ fused kernels (no compiler, ``BBB_GLUON_FUSED=0``) nothing is changed and
 
 import contextlib
 import os
-import threading
 
 import mxnet as mx
 
@@ -49,8 +56,6 @@ __all__ = ["cores", "train_threads", "predict_threads", "configure", "per_contex
            "set_threads", "using_threads"]
 
 _settings = {"train": None, "predict": None}
-_ceilings = {}  # CPU dev_id -> the most OpenMP threads its engine thread may use from now on
-_lock = threading.RLock()
 
 
 def cores():
@@ -111,56 +116,39 @@ def _cpu_contexts(ctx):
     return [c for c in ctxs if c.device_type == "cpu"]
 
 
-def _query(ctx, threads=0):
-    """The engine thread's count before the call; ``threads`` > 0 also sets it."""
-    return int(mx.nd.bbb_threads(mx.nd.zeros((1,), ctx=ctx), threads=threads).asscalar())
-
-
-def _live_threads():
+def _thread_ids():
+    """The ids of the process's threads, or None where they cannot be listed."""
     try:
-        return len(os.listdir("/proc/self/task"))
-    except OSError:  # not Linux: a new engine thread cannot be told from an old one
+        return [int(t) for t in os.listdir("/proc/self/task")]
+    except OSError:
         return None
 
 
-def _ceiling(ctx):
-    """The ceiling of ``ctx``'s engine thread, found the first time it is asked for.
+def _call(ctx, threads=0):
+    """Run ``bbb_threads`` on ``ctx``'s engine thread: (count before, count after).
 
-    MXNet starts a context's engine thread when the first operator is queued to it. If
-    the query below is what started it (the process gained threads), no oneDNN primitive
-    exists on it yet and it may take the larger phase count once; otherwise operators may
-    have run on it, and the count it has is the most it may use.
+    The operator keeps the thread's ceiling; it may raise a thread it sees for the first
+    time to the larger phase count only if that thread is not among the ids listed just
+    before the call, that is, if this call's own operators are the first it runs.
     """
-    with _lock:
-        if ctx.device_id not in _ceilings:
-            before = _live_threads()
-            count = _query(ctx)
-            after = _live_threads()
-            if before is not None and after > before:
-                try:
-                    wanted = max(train_threads(), predict_threads())
-                except ValueError:  # a bad variable is reported where the phase starts
-                    wanted = count
-                if wanted != count:
-                    _query(ctx, wanted)
-                count = wanted
-            _ceilings[ctx.device_id] = count
-        return _ceilings[ctx.device_id]
+    known = _thread_ids()
+    claim = 0
+    if known is not None:  # without the list a new thread cannot be told from an old one
+        try:
+            claim = max(train_threads(), predict_threads())
+        except ValueError:  # a bad variable is reported where the phase starts
+            claim = 0
+    known = (known or []) + [-1]  # never empty
+    out = mx.nd.bbb_threads(mx.nd.array(known, ctx=ctx), threads=threads, claim=claim)
+    out = out.asnumpy()
+    return int(out[0]), int(out[2])
 
 
 def _claim():
     """At import: let ``mx.cpu()``'s engine thread take the phase count before anything
     runs on it (see the module's notes)."""
     if fused.available():
-        _ceiling(mx.cpu())
-
-
-def _forget_after_fork():
-    # MXNet restarts its engine threads in a forked child: new threads, nothing cached.
-    _ceilings.clear()
-
-
-os.register_at_fork(after_in_child=_forget_after_fork)
+        _call(mx.cpu())
 
 
 def current(ctx=None):
@@ -169,10 +157,7 @@ def current(ctx=None):
     ctxs = _cpu_contexts(ctx)
     if not ctxs or not fused.available():
         return None
-    with _lock:
-        for c in ctxs:
-            _ceiling(c)
-        return [_query(c) for c in ctxs]
+    return [_call(c)[1] for c in ctxs]
 
 
 def set_threads(threads, ctx=None):
@@ -183,21 +168,16 @@ def set_threads(threads, ctx=None):
     back up), and the ceiling becomes the count set. Returns the previous counts, one per
     CPU context, or None where the fused kernels are unavailable (then nothing changes).
     The count is a property of the engine thread (one per CPU context with MXNet's
-    default engine, ``MXNET_CPU_WORKER_NTHREADS=1``); an operator queued before the call
-    may still run after it, with the new count.
+    default engine, ``MXNET_CPU_WORKER_NTHREADS=1``; with a pool, each pool thread keeps
+    its own and only the one that runs this call changes); an operator queued before the
+    call may still run after it, with the new count.
     """
     if isinstance(threads, bool) or not isinstance(threads, int) or threads < 1:
         raise ValueError(f"threads must be a positive integer, got {threads!r}")
     ctxs = _cpu_contexts(ctx)
     if not ctxs or not fused.available():
         return None
-    before = []
-    with _lock:
-        for c in ctxs:
-            count = min(threads, _ceiling(c))
-            _ceilings[c.device_id] = count
-            before.append(_query(c, count))
-    return before
+    return [_call(c, threads)[0] for c in ctxs]
 
 
 @contextlib.contextmanager

@@ -86,20 +86,48 @@ def test_the_import_raises_the_count_only_before_anything_ran():
     assert _run(used, **env) == ["1"]
 
 
-@needs_kernels
-def test_a_cnn_trained_with_fewer_threads_than_it_predicts_with_does_not_crash():
-    # The CI failure of 2026-11-23: pooling and batch-norm primitives made at one thread,
-    # then run at two, wrote past their buffers (munmap_chunk(): invalid pointer).
-    script = """
-        import mxnet as mx, numpy as np
+_CNN = """
         from mxnet.gluon import nn
-        import bbb_gluon as bbb
         net = nn.HybridSequential()
         net.add(nn.Conv2D(6, 5, in_channels=1, activation="relu"),
                 nn.BatchNorm(in_channels=6), nn.MaxPool2D(), nn.Flatten(),
                 nn.Dense(10, in_units=6 * 12 * 12))
         net.initialize()
         net.hybridize()
+"""  # indented as the scripts it goes into
+
+
+@needs_kernels
+def test_engine_threads_restarted_by_a_fork_keep_their_count():
+    # MXNet stops and restarts its engine threads in the parent too: the new ones have
+    # MXNet's count, and oneDNN primitives made on them at it must not run at more.
+    script = """
+        import os
+        import mxnet as mx
+        import bbb_gluon
+        pid = os.fork()
+        if pid == 0:
+            os._exit(0)
+        os.waitpid(pid, 0)
+    """ + _CNN + """
+        x = mx.nd.ones((128, 1, 28, 28))
+        net(x).wait_to_read()
+        start = bbb_gluon.threads.current()[0]
+        bbb_gluon.threads.set_threads(2)
+        net(x).wait_to_read()
+        print(start, *bbb_gluon.threads.current())
+    """
+    assert _run(script, OMP_NUM_THREADS="1", BBB_GLUON_TRAIN_THREADS="2") == ["1", "1"]
+
+
+@needs_kernels
+def test_a_cnn_trained_with_fewer_threads_than_it_predicts_with_does_not_crash():
+    # The CI failure of 2026-11-23: pooling and batch-norm primitives made at one thread,
+    # then run at two, wrote past their buffers (munmap_chunk(): invalid pointer).
+    script = """
+        import mxnet as mx, numpy as np
+        import bbb_gluon as bbb
+    """ + _CNN + """
         posterior = bbb.Posterior(net, rho_init=-3.0, seed=0)
         rng = np.random.default_rng(0)
         X = rng.uniform(size=(256, 1, 28, 28)).astype(np.float32)

@@ -15,6 +15,8 @@
 #include <cstdint>
 #include <cstdlib>
 #include <omp.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -91,6 +93,12 @@ MXReturnValue all_float32(const Attrs&, std::vector<int>* in_types, std::vector<
 MXReturnValue same_shape(const Attrs&, std::vector<std::vector<unsigned int>>* in_shapes,
                          std::vector<std::vector<unsigned int>>* out_shapes) {
   for (auto& s : *out_shapes) s = (*in_shapes)[0];
+  return MX_SUCCESS;
+}
+
+MXReturnValue three_shape(const Attrs&, std::vector<std::vector<unsigned int>>*,
+                          std::vector<std::vector<unsigned int>>* out_shapes) {
+  (*out_shapes)[0] = {3};
   return MX_SUCCESS;
 }
 
@@ -389,13 +397,40 @@ MXReturnValue cost_forward(const Attrs& attrs, std::vector<MXTensor>* inputs,
 // ---- bbb_threads: the OpenMP thread count of the engine thread that runs CPU operators ----
 // MXSetNumOMPThreads sets it only for the calling (Python) thread; MXNet runs operators on
 // its own worker thread, so this operator sets it there, as one more operator in the queue.
-// It writes threads-before into out[0] and copies nothing else.
+//
+// The count may go down but never back up: oneDNN sizes a primitive's per-thread buffers
+// for the count at which it is made, and MXNet keeps its primitives per engine thread for
+// the thread's life, so one made at 1 thread and run at 2 writes past its buffers. The
+// ceiling is therefore kept here, per thread (new engine threads, after a fork or in a
+// pool, start unknown). The first time this operator runs on a thread, the thread may take
+// `claim` threads if it is new: its id is not among the inputs, the threads the process
+// had just before the call (so nothing but this call's own operators has run on it);
+// otherwise its ceiling is the count it has. A request above the ceiling gets the ceiling,
+// and the ceiling follows every count set. The output holds the count before the call,
+// (after the first sight's claim), the thread's id and the count after it.
 MXReturnValue threads_forward(const Attrs& attrs, std::vector<MXTensor>* inputs,
                               std::vector<MXTensor>* outputs, const OpResource&) {
+  thread_local int ceiling = 0;  // 0: this thread not seen yet
+  const float* known = (*inputs)[0].data<float>();
+  const int64_t num_known = (*inputs)[0].size();
   float* out = (*outputs)[0].data<float>();
-  out[0] = static_cast<float>(omp_get_max_threads());
+  const int tid = static_cast<int>(syscall(SYS_gettid));
+  if (ceiling == 0) {
+    bool fresh = true;
+    for (int64_t i = 0; i < num_known; ++i) fresh = fresh && static_cast<int>(known[i]) != tid;
+    const int claim = static_cast<int>(attr_u(attrs, "claim"));
+    ceiling = fresh && claim > 0 ? claim : omp_get_max_threads();
+    omp_set_num_threads(ceiling);
+  }
+  const int before = omp_get_max_threads();
   const int threads = static_cast<int>(attr_u(attrs, "threads"));
-  if (threads > 0) omp_set_num_threads(threads);
+  if (threads > 0) {
+    ceiling = threads < ceiling ? threads : ceiling;
+    omp_set_num_threads(ceiling);
+  }
+  out[0] = static_cast<float>(before);
+  out[1] = static_cast<float>(tid);
+  out[2] = static_cast<float>(omp_get_max_threads());
   return MX_SUCCESS;
 }
 
@@ -438,7 +473,7 @@ REGISTER_OP(bbb_threads)
     .setForward(threads_forward, "cpu")
     .setParseAttrs(parse_threads)
     .setInferType(all_float32)
-    .setInferShape(scalar_shape);
+    .setInferShape(three_shape);
 REGISTER_OP(bbb_update)
     .setForward(update_forward, "cpu")
     .setParseAttrs(parse_update)
