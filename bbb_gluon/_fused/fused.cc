@@ -406,8 +406,9 @@ MXReturnValue cost_forward(const Attrs& attrs, std::vector<MXTensor>* inputs,
 // `claim` threads if it is new: its id is not among the inputs, the threads the process
 // had just before the call (so nothing but this call's own operators has run on it);
 // otherwise its ceiling is the count it has. A request above the ceiling gets the ceiling,
-// and the ceiling follows every count set. The output holds the count before the call,
-// (after the first sight's claim), the thread's id and the count after it.
+// and the ceiling follows every count set. The output holds the count before the call
+// (after the first sight's claim), the thread's id and the count after it. Thread ids
+// travel as float32, exact below 2^24 (Linux's limit on ids is 2^22).
 MXReturnValue threads_forward(const Attrs& attrs, std::vector<MXTensor>* inputs,
                               std::vector<MXTensor>* outputs, const OpResource&) {
   thread_local int ceiling = 0;  // 0: this thread not seen yet
