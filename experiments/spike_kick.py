@@ -12,7 +12,7 @@ Prints the median |mu|, median sigma and median |mu|/sigma at a few epochs for t
 scale-mixture prior of the recipe (pi = 3/4, sigma1 = 1, sigma2 = e^-8), a wider spike
 (sigma2 = e^-6) and the N(0, 1) prior.
 
-    python experiments/spike_kick.py [--weights 20000] [--epochs 600]
+    python experiments/spike_kick.py [--weights 20000] [--epochs 600] [--priors recipe,...]
 """
 
 import argparse
@@ -61,17 +61,30 @@ def simulate(prior, weights, epochs, batches=469, lr=1e-3, decay_at=300, seed=0,
     return rows
 
 
+PRIORS = {
+    "recipe": ("scale mixture, pi=3/4, sigma1=1, sigma2=e^-8 (the recipe)",
+               ("mixture", 0.75, 1.0, math.exp(-8))),
+    "sigma2-e6": ("scale mixture, sigma2=e^-6", ("mixture", 0.75, 1.0, math.exp(-6))),
+    "gaussian": ("Gaussian N(0, 1)", ("gaussian", 1.0)),
+    "sigma1-e1": ("scale mixture, sigma1=e^-1", ("mixture", 0.75, math.exp(-1), math.exp(-8))),
+    "sigma1-e1-sigma2-e6": ("scale mixture, sigma1=e^-1, sigma2=e^-6",
+                            ("mixture", 0.75, math.exp(-1), math.exp(-6))),
+}
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--weights", type=int, default=20000)
     p.add_argument("--epochs", type=int, default=600)
+    p.add_argument("--priors", default="recipe,sigma2-e6,gaussian",
+                   help=f"comma-separated, from {', '.join(PRIORS)}")
     args = p.parse_args()
-    priors = {"scale mixture, pi=3/4, sigma1=1, sigma2=e^-8 (the recipe)":
-              ("mixture", 0.75, 1.0, math.exp(-8)),
-              "scale mixture, sigma2=e^-6": ("mixture", 0.75, 1.0, math.exp(-6)),
-              "Gaussian N(0, 1)": ("gaussian", 1.0)}
+    chosen = args.priors.split(",")
+    unknown = [c for c in chosen if c not in PRIORS]
+    if unknown:
+        p.error(f"unknown prior(s) {', '.join(unknown)}; choose from {', '.join(PRIORS)}")
     report = tuple(e for e in (1, 10, 100, 300, 600) if e <= args.epochs)
-    for name, prior in priors.items():
+    for name, prior in (PRIORS[c] for c in chosen):
         print(f"{name}: {args.weights} weights with no likelihood gradient")
         print(f"{'epoch':>7} {'median |mu|':>12} {'median sigma':>13} {'median |mu|/sigma':>18}")
         for epoch, m, s, snr in simulate(prior, args.weights, args.epochs, report=report):
