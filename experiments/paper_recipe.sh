@@ -15,6 +15,7 @@
 #   cd ../exp-levers && setsid nohup bash ../main/experiments/paper_recipe.sh spike1200 &
 #   cd ../exp-levers && setsid nohup bash ../main/experiments/paper_recipe.sh combo &
 #   cd ../exp-levers && setsid nohup bash ../main/experiments/paper_recipe.sh combo1200 &
+#   cd ../exp-levers && setsid nohup bash ../main/experiments/paper_recipe.sh sigma1200 &
 # Each queue runs its commands one after another, one thread each (two queues fill the
 # two cores); a run with a checkpoint is resumed, a finished one (metrics.json) skipped.
 # Logs: runs/NAME.log. Copy config.json, history.csv, metrics.json and the plots (never
@@ -55,8 +56,10 @@ case "${1:-}" in
     run lever-s1e1-s2e6-400 --recipe paper --hidden 400,400 --log-sigma1 -1 --log-sigma2 -6 ;;
   combo1200)  # the same at the paper's width, for both tables (about 4 h on one thread)
     run lever-s1e1-s2e6-1200 --recipe paper --hidden 1200,1200 --log-sigma1 -1 --log-sigma2 -6 ;;
+  sigma1200)  # sigma1 = e^-1 alone at the paper's width, for the 1.32% target
+    run lever-sigma1-e1-1200 --recipe paper --hidden 1200,1200 --log-sigma1 -1 ;;
   spike1200)  # the same at the paper's width, for Table 2 (about 4 h on one thread)
     run lever-sigma2-e6-1200 --recipe paper --hidden 1200,1200 --log-sigma2 -6 ;;
   *)
-    echo "usage: paper_recipe.sh 1200|400|levers1|levers2|spike|spike1200|combo|combo1200 (from the pinned worktree)" >&2; exit 2 ;;
+    echo "usage: paper_recipe.sh 1200|400|levers1|levers2|spike|spike1200|combo|combo1200|sigma1200 (from the pinned worktree)" >&2; exit 2 ;;
 esac
