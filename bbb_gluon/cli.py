@@ -548,6 +548,15 @@ def _json_safe(value):
     return value
 
 
+def _for_checkpoint(run_dir, name, which):
+    """The path of an output file: ``name`` for the best checkpoint, ``stem_latest.ext`` for
+    the latest, so the two sets of results sit side by side in the run folder."""
+    if which == "latest":
+        stem, ext = os.path.splitext(name)
+        name = f"{stem}_latest{ext}"
+    return os.path.join(run_dir, name)
+
+
 def cmd_evaluate(args):
     """Test error, calibration, and OOD detection of a trained run."""
     import matplotlib.pyplot as plt
@@ -555,7 +564,6 @@ def cmd_evaluate(args):
     from . import data, plotting
     from ._files import atomic_write_text
     from .evaluation import evaluate_model
-    from .training import load_run
 
     if args.samples < 1:
         raise UsageError(f"--samples must be >= 1, got {args.samples}")
@@ -563,13 +571,15 @@ def cmd_evaluate(args):
         raise UsageError(f"--bins must be >= 1, got {args.bins}")
     run_dir = args.run_dir
     stored = _read_run_config(run_dir)
-    out_json = os.path.join(run_dir, "evaluation.json")
+    which = args.checkpoint
+    out_json = _for_checkpoint(run_dir, "evaluation.json", which)
     dataset = stored["data"].get("dataset")
     ood = args.ood if args.ood is not None else _other_dataset(dataset)
     if ood == "none":
         ood = None
     _refuse_to_overwrite(args, [out_json] + [
-        os.path.join(run_dir, name) for name in ("reliability.png", "least_certain.png")
+        _for_checkpoint(run_dir, name, which) for name in ("reliability.png",
+                                                           "least_certain.png")
         + (("entropy_histograms.png",) if ood else ())])
     if ood is not None and ood not in data.DATASETS:
         raise UsageError(f"--ood: unknown dataset {ood!r}; choose one of {data.DATASETS} "
@@ -581,7 +591,7 @@ def cmd_evaluate(args):
     if len(ctx) != 1:
         raise UsageError("--ctx: evaluate runs on one device")
     ctx = ctx[0]
-    net, posterior, config, meta = load_run(run_dir, "best", ctx=ctx)
+    net, posterior, config, meta = _load_checkpoint(run_dir, which, ctx)
     splits = _load_test_data(stored, config.seed, data_dir)
     Xt, yt = splits.test
     X_ood = None
@@ -596,7 +606,8 @@ def cmd_evaluate(args):
     evaluation = evaluate_model(net, Xt, yt, posterior, kind, args.samples, X_ood, args.bins,
                                 ctx=ctx, likelihood=config.likelihood)
     result = {"run_dir": os.path.abspath(run_dir), "dataset": splits.name, "model": kind,
-              "hidden": list(config.hidden), "checkpoint": "best",
+              "hidden": list(config.hidden), "checkpoint": which,
+              "epoch": meta.get("epoch"),
               "best_epoch": meta.get("best", {}).get("epoch"), **evaluation.summary,
               "seconds": time.perf_counter() - t0}
     if result["ood"] is not None:
@@ -604,8 +615,8 @@ def cmd_evaluate(args):
     u_in, u_out = evaluation.uncertainty_in, evaluation.uncertainty_out
     probs, reliability = evaluation.probs, evaluation.summary["reliability"]
 
-    plots = {"reliability": os.path.join(run_dir, "reliability.png"),
-             "least_certain": os.path.join(run_dir, "least_certain.png")}
+    plots = {"reliability": _for_checkpoint(run_dir, "reliability.png", which),
+             "least_certain": _for_checkpoint(run_dir, "least_certain.png", which)}
     name = f"{splits.name} {kind} {'x'.join(map(str, config.hidden))}"
     figs = [plotting.plot_reliability_diagram(reliability, plots["reliability"],
                                               title=f"{name}: {result['predictive']}",
@@ -614,7 +625,7 @@ def cmd_evaluate(args):
                                         labels=yt, path=plots["least_certain"],
                                         title=f"{name}: least certain test images")]
     if u_out is not None:
-        plots["entropy_histograms"] = os.path.join(run_dir, "entropy_histograms.png")
+        plots["entropy_histograms"] = _for_checkpoint(run_dir, "entropy_histograms.png", which)
         with_mi = kind != "plain"
         figs.append(plotting.plot_entropy_histograms(
             u_in["predictive_entropy"], u_out["predictive_entropy"],
@@ -632,7 +643,8 @@ def cmd_evaluate(args):
     if kind != "plain":
         what = "weight samples" if kind == "bbb" else "dropout masks"
         line += f", {pct * result['test_error_mc']:.2f}% with {args.samples} {what}"
-    print(f"{splits.name} {kind}: {line} ({len(yt)} test images)")
+    print(f"{splits.name} {kind}, {_describe_checkpoint(which, meta)}: {line} "
+          f"({len(yt)} test images)")
     print(f"{result['predictive']}: NLL {result['nll']:.4f}, Brier {result['brier']:.4f}, "
           f"ECE {pct * result['ece']:.2f}% ({args.bins} bins)")
     if result["ood"] is not None:
@@ -674,7 +686,6 @@ def cmd_prune(args):
         thresholds,
         weight_statistics,
     )
-    from .training import load_run
 
     fractions = _parse_fractions(args.fractions)
     run_dir = args.run_dir
@@ -684,18 +695,19 @@ def cmd_prune(args):
         raise UsageError(f"{run_dir} is a {model!r} run; prune needs a bbb run (it ranks "
                          "weights by the posterior's signal-to-noise ratio)")
     largest = max(fractions)
-    csv_path = os.path.join(run_dir, "pruning.csv")
-    export_path = os.path.join(run_dir, f"pruned_{largest:g}.params")
-    stats_path = os.path.join(run_dir, "weight_statistics.json")
-    hist_path = os.path.join(run_dir, "snr_histogram.png")
-    cdf_path = os.path.join(run_dir, "snr_cdf.png")
+    which = args.checkpoint
+    csv_path = _for_checkpoint(run_dir, "pruning.csv", which)
+    export_path = _for_checkpoint(run_dir, f"pruned_{largest:g}.params", which)
+    stats_path = _for_checkpoint(run_dir, "weight_statistics.json", which)
+    hist_path = _for_checkpoint(run_dir, "snr_histogram.png", which)
+    cdf_path = _for_checkpoint(run_dir, "snr_cdf.png", which)
     _refuse_to_overwrite(args, [csv_path, export_path, stats_path, hist_path, cdf_path])
     data_dir = args.data_dir if args.data_dir is not None else stored["data"].get("data_dir")
     ctx = _contexts(args.ctx)
     if len(ctx) != 1:
         raise UsageError("--ctx: prune runs on one device")
     ctx = ctx[0]
-    net, posterior, config, _ = load_run(run_dir, "best", ctx=ctx)
+    net, posterior, config, meta = _load_checkpoint(run_dir, which, ctx)
     splits = _load_test_data(stored, config.seed, data_dir)
     Xt, yt = splits.test
     table = evaluate_pruning(net, posterior, Xt, yt, fractions, ctx=ctx,
@@ -705,8 +717,8 @@ def cmd_prune(args):
     lines += [f"{r['fraction']!r},{r['weights_left']},{r['error_by_snr']!r},"
               f"{r['error_by_abs_mu']!r}" for r in table]
     atomic_write_text(csv_path, "\n".join(lines) + "\n")
-    print(f"{splits.name} test error ({len(yt)} images) with the means, lowest weights "
-          "removed:")
+    print(f"{splits.name} test error ({len(yt)} images) with the means, "
+          f"{_describe_checkpoint(which, meta)}, lowest weights removed:")
     print(f"{'removed':>8}  {'weights left':>12}  {'by |mu|/sigma':>13}  {'by |mu|':>8}")
     for r in table:
         print(f"{100 * r['fraction']:7.4g}%  {r['weights_left']:>12,}  "
@@ -720,7 +732,7 @@ def cmd_prune(args):
 
     stats = weight_statistics(posterior, ctx)
     atomic_write_text(stats_path, json.dumps(stats, indent=1) + "\n")
-    print("sigma against |mu| (best checkpoint), per weight array:")
+    print(f"sigma against |mu| ({_describe_checkpoint(which, meta)}), per weight array:")
     for r in stats:
         print(f"  {r['key']:>10}: {r['count']:>9,} weights, median |mu| {r['median_abs_mu']:.4f}, "
               f"median sigma {r['median_sigma']:.4f} (10%-90%: {r['sigma_q10']:.4f}-"
@@ -918,8 +930,26 @@ def cmd_bandit(args):
     return 0
 
 
+def _load_checkpoint(run_dir, which, ctx):
+    from .training import load_run
+
+    return load_run(run_dir, which, ctx=ctx)
+
+
+def _describe_checkpoint(which, meta):
+    epoch, batch = meta.get("epoch"), meta.get("batch") or 0
+    where = (f"epoch {epoch}" if not batch
+             else f"after epoch {epoch} and {batch} minibatches (interrupted)")
+    return f"{which} checkpoint, {where}"
+
+
 def _add_run_options(p, force_help):
     """Options shared by the commands that read a finished run folder."""
+    p.add_argument("--checkpoint", choices=("best", "latest"), default="best",
+                   help="best: the lowest validation error (in a run without a validation "
+                        "split, the end of training); latest: the last one written (the end "
+                        "of training). The latest's files get a _latest suffix (e.g. "
+                        "pruning_latest.csv), beside the best's (default best)")
     p.add_argument("--data-dir", default=None,
                    help="folder with mnist/ and fashion-mnist/ (default: the run's, else "
                         "$BBB_GLUON_DATA)")
@@ -948,7 +978,8 @@ def build_parser():
     p.set_defaults(func=cmd_train)
     parser.train_parser = p  # main() sets a --recipe's values as its defaults
     p = sub.add_parser("evaluate", help="test error, calibration and OOD detection of a run",
-                       description="Evaluate a run folder's best checkpoint on its test split "
+                       description="Evaluate a run folder's best (or, with --checkpoint latest, "
+                                   "its end-of-training) checkpoint on its test split "
                                    "(the data settings stored in config.json): test error with "
                                    "the means and with the Monte-Carlo predictive (weight "
                                    "samples for bbb, MC dropout for dropout, the softmax for "
@@ -970,14 +1001,16 @@ def build_parser():
     _add_run_options(p, "overwrite an existing evaluation.json")
     p.set_defaults(func=cmd_evaluate)
     p = sub.add_parser("prune", help="signal-to-noise pruning of a bbb run (paper's Table 2)",
-                       description="Set the lowest fraction of a bbb run's weights (biases are "
-                                   "kept) to zero, ranked globally by |mu|/sigma and, for "
-                                   "comparison, by |mu|, and report the test error with the "
-                                   "means. Writes pruning.csv, pruned_<largest fraction>.params "
-                                   "(weights in sparse CSR storage; its size against dense is "
-                                   "printed), weight_statistics.json (how sigma relates to "
-                                   "|mu| per layer, also printed), snr_histogram.png and "
-                                   "snr_cdf.png into the run folder.")
+                       description="Set the lowest fraction of the weights of a bbb run's best "
+                                   "(or, with --checkpoint latest, its end-of-training) "
+                                   "checkpoint (biases are kept) to zero, ranked globally "
+                                   "by |mu|/sigma and, for comparison, by |mu|, and report "
+                                   "the test error with the means. Writes pruning.csv, "
+                                   "pruned_<largest fraction>.params (weights in sparse CSR "
+                                   "storage; its size against dense is printed), "
+                                   "weight_statistics.json (how sigma relates to |mu| per "
+                                   "layer, also printed), snr_histogram.png and snr_cdf.png "
+                                   "into the run folder.")
     p.add_argument("run_dir", metavar="RUN_DIR", help="a bbb run folder")
     p.add_argument("--fractions", default="0,0.5,0.75,0.95,0.98",
                    help="comma-separated fractions of the weights to remove, each in [0, 1] "

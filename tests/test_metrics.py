@@ -308,3 +308,31 @@ def test_evaluate_help_lists_every_option(capsys):
     for option in ("RUN_DIR", "--samples", "--ood", "--data-dir", "--bins", "--ctx",
                    "--force"):
         assert option in text
+
+
+def test_evaluate_latest_checkpoint_writes_its_own_files(tiny_runs, tmp_path, capsys):
+    run = _copy_run(tiny_runs("bbb"), tmp_path / "run")
+    epoch_one = (run / "checkpoints" / "best.params").read_bytes()
+    after_one = json.loads((run / "metrics.json").read_text())
+    assert main(["train", "--out", str(run), "--resume", "--epochs", "2", "--no-progress"]) == 0
+    (run / "checkpoints" / "best.params").write_bytes(epoch_one)  # best: epoch 1, latest: 2
+    capsys.readouterr()
+    assert main(["evaluate", str(run), "--samples", "2", "--ood", "none",
+                 "--checkpoint", "latest"]) == 0
+    assert "latest checkpoint, epoch 2" in capsys.readouterr().out
+    ev = json.loads((run / "evaluation_latest.json").read_text())
+    assert ev["checkpoint"] == "latest" and ev["epoch"] == 2
+    assert set(ev["plots"].values()) == {"reliability_latest.png", "least_certain_latest.png"}
+    for name in ev["plots"].values():
+        assert (run / name).stat().st_size > 0
+    assert not (run / "evaluation.json").exists() and not (run / "reliability.png").exists()
+    end = json.loads((run / "metrics.json").read_text())["end_of_training"]
+    assert end["epoch"] == 2
+    assert ev["test_error_means"] == pytest.approx(end["test_error_means"], abs=1e-12)
+
+    assert main(["evaluate", str(run), "--samples", "2", "--ood", "none"]) == 0
+    assert "best checkpoint, epoch 1" in capsys.readouterr().out
+    ev_best = json.loads((run / "evaluation.json").read_text())
+    assert ev_best["checkpoint"] == "best" and ev_best["epoch"] == 1
+    assert ev_best["test_error_means"] == pytest.approx(after_one["test_error_means"],
+                                                         abs=1e-12)

@@ -350,3 +350,53 @@ def test_prune_help_lists_every_option(capsys):
     text = capsys.readouterr().out
     for option in ("RUN_DIR", "--fractions", "--data-dir", "--ctx", "--force"):
         assert option in text
+
+
+def _best_is_epoch_one_latest_is_epoch_two(run):
+    """A run folder whose best and latest checkpoints hold different networks."""
+    epoch_one = (run / "checkpoints" / "best.params").read_bytes()
+    assert main(["train", "--out", str(run), "--resume", "--epochs", "2", "--no-progress"]) == 0
+    (run / "checkpoints" / "best.params").write_bytes(epoch_one)
+    return run
+
+
+def test_prune_latest_checkpoint_writes_its_own_files(run, capsys):
+    from bbb_gluon.training import load_run
+
+    _best_is_epoch_one_latest_is_epoch_two(run)
+    capsys.readouterr()
+    assert main(["prune", str(run), "--fractions", "0,0.5", "--checkpoint", "latest"]) == 0
+    out = capsys.readouterr().out
+    assert "latest checkpoint, epoch 2" in out
+    for name in ("pruning_latest.csv", "pruned_0.5_latest.params", "weight_statistics_latest.json",
+                 "snr_histogram_latest.png", "snr_cdf_latest.png"):
+        assert (run / name).stat().st_size > 0, name
+    for name in ("pruning.csv", "weight_statistics.json", "snr_histogram.png"):
+        assert not (run / name).exists(), name  # the best checkpoint's are not touched
+
+    stats = {}
+    for which in ("best", "latest"):
+        net, posterior, _, meta = load_run(run, which)
+        stats[which] = weight_statistics(posterior)
+    assert stats["best"] != stats["latest"]
+    written = json.loads((run / "weight_statistics_latest.json").read_text())
+    assert [r["median_abs_mu"] for r in written] == pytest.approx(
+        [r["median_abs_mu"] for r in stats["latest"]], rel=1e-6)
+    # Nothing removed: the end-of-training network's test error, as training reported it.
+    with open(run / "pruning_latest.csv") as f:
+        rows = list(csv.DictReader(f))
+    end = json.loads((run / "metrics.json").read_text())["end_of_training"]
+    assert float(rows[0]["error_by_snr"]) == pytest.approx(end["test_error_means"])
+
+    assert main(["prune", str(run), "--fractions", "0,0.5"]) == 0
+    assert "best checkpoint, epoch 1" in capsys.readouterr().out
+    written = json.loads((run / "weight_statistics.json").read_text())
+    assert [r["median_abs_mu"] for r in written] == pytest.approx(
+        [r["median_abs_mu"] for r in stats["best"]], rel=1e-6)
+
+
+def test_prune_bad_checkpoint_choice(run, capsys):
+    with pytest.raises(SystemExit) as e:
+        main(["prune", str(run), "--checkpoint", "last"])
+    assert e.value.code == 2 and "invalid choice" in capsys.readouterr().err
+    assert not (run / "pruning.csv").exists()
