@@ -16,6 +16,7 @@
 #   cd ../exp-levers && setsid nohup bash ../main/experiments/paper_recipe.sh combo &
 #   cd ../exp-levers && setsid nohup bash ../main/experiments/paper_recipe.sh combo1200 &
 #   cd ../exp-levers && setsid nohup bash ../main/experiments/paper_recipe.sh sigma1200 &
+#   cd ../exp-levers && setsid nohup bash ../main/experiments/paper_recipe.sh adamlate &
 # Each queue runs its commands one after another, one thread each (two queues fill the
 # two cores); a run with a checkpoint is resumed, a finished one (metrics.json) skipped.
 # Logs: runs/NAME.log. Copy config.json, history.csv, metrics.json and the plots (never
@@ -60,6 +61,10 @@ case "${1:-}" in
     run lever-sigma1-e1-1200 --recipe paper --hidden 1200,1200 --log-sigma1 -1 ;;
   spike1200)  # the same at the paper's width, for Table 2 (about 4 h on one thread)
     run lever-sigma2-e6-1200 --recipe paper --hidden 1200,1200 --log-sigma2 -6 ;;
+  adamlate)  # results/mnist-bbb-mixture-400's Adam run again, for its end-of-training weights
+    run adam-mixture-400-late --dataset mnist --model bbb --hidden 400,400 --prior scale_mixture \
+      --pi 0.5 --log-sigma1 0 --log-sigma2 -6 --weighting blundell --rho-init -5 --lr 1e-3 \
+      --epochs 600 --eval-samples 0 --test-samples 10 ;;
   *)
-    echo "usage: paper_recipe.sh 1200|400|levers1|levers2|spike|spike1200|combo|combo1200|sigma1200 (from the pinned worktree)" >&2; exit 2 ;;
+    echo "usage: paper_recipe.sh 1200|400|levers1|levers2|spike|spike1200|combo|combo1200|sigma1200|adamlate (from the pinned worktree)" >&2; exit 2 ;;
 esac
