@@ -607,7 +607,7 @@ def cmd_evaluate(args):
                                 ctx=ctx, likelihood=config.likelihood)
     result = {"run_dir": os.path.abspath(run_dir), "dataset": splits.name, "model": kind,
               "hidden": list(config.hidden), "checkpoint": which,
-              "epoch": meta.get("epoch"),
+              "epoch": meta.get("epoch"), "batch": meta.get("batch") or 0,
               "best_epoch": meta.get("best", {}).get("epoch"), **evaluation.summary,
               "seconds": time.perf_counter() - t0}
     if result["ood"] is not None:
@@ -939,7 +939,7 @@ def _load_checkpoint(run_dir, which, ctx):
 def _describe_checkpoint(which, meta):
     epoch, batch = meta.get("epoch"), meta.get("batch") or 0
     where = (f"epoch {epoch}" if not batch
-             else f"after epoch {epoch} and {batch} minibatches (interrupted)")
+             else f"in epoch {epoch + 1}, after {batch} minibatches (interrupted)")
     return f"{which} checkpoint, {where}"
 
 
@@ -947,9 +947,11 @@ def _add_run_options(p, force_help):
     """Options shared by the commands that read a finished run folder."""
     p.add_argument("--checkpoint", choices=("best", "latest"), default="best",
                    help="best: the lowest validation error (in a run without a validation "
-                        "split, the end of training); latest: the last one written (the end "
-                        "of training). The latest's files get a _latest suffix (e.g. "
-                        "pruning_latest.csv), beside the best's (default best)")
+                        "split, the last finished epoch); latest: the last one written (the "
+                        "end of training, the last finished epoch of a run still training, "
+                        "or where an interrupted run stopped). The latest's files get a "
+                        "_latest suffix (e.g. pruning_latest.csv), beside the best's "
+                        "(default best)")
     p.add_argument("--data-dir", default=None,
                    help="folder with mnist/ and fashion-mnist/ (default: the run's, else "
                         "$BBB_GLUON_DATA)")
@@ -998,7 +1000,8 @@ def build_parser():
     p.add_argument("--bins", type=int, default=15,
                    help="equal-width confidence bins of the ECE and reliability diagram "
                         "(default 15)")
-    _add_run_options(p, "overwrite an existing evaluation.json")
+    _add_run_options(p, "overwrite an existing evaluation.json and plots (with --checkpoint "
+                        "latest: their _latest versions)")
     p.set_defaults(func=cmd_evaluate)
     p = sub.add_parser("prune", help="signal-to-noise pruning of a bbb run (paper's Table 2)",
                        description="Set the lowest fraction of the weights of a bbb run's best "
@@ -1015,7 +1018,8 @@ def build_parser():
     p.add_argument("--fractions", default="0,0.5,0.75,0.95,0.98",
                    help="comma-separated fractions of the weights to remove, each in [0, 1] "
                         "(default 0,0.5,0.75,0.95,0.98)")
-    _add_run_options(p, "overwrite an existing pruning.csv and sparse export")
+    _add_run_options(p, "overwrite an existing pruning.csv, sparse export, statistics and "
+                        "plots (with --checkpoint latest: their _latest versions)")
     p.set_defaults(func=cmd_prune)
     p = sub.add_parser("compare", help="one line per run folder: settings, best validation "
                                        "error, test errors",

@@ -17,8 +17,8 @@ and -sigma2e-8): Adam at 1e-3 on the batch-mean loss, so the complexity gradient
 pi_i / B times the one above, with Blundell's weighting pi_i = 2^(M-i) / (2^M - 1) over
 M = 391 batches (50,000 training images) and B = 128, mu ~ N(0, 0.1^2), rho = -5, no decay.
 MXNet's update: m, v moving averages (0.9, 0.999) of the gradient and its square, step
-lr * sqrt(1 - 0.999^t) / (1 - 0.9^t) * m / (sqrt(v) + 1e-8); minibatches whose pi_i is below
-2^-60 contribute a zero gradient (BBBLoss's skip_below), which Adam still steps on.
+lr * sqrt(1 - 0.999^t) / (1 - 0.9^t) * m / (sqrt(v) + 1e-8); minibatches whose pi_i is at or
+below 2^-60 contribute a zero gradient (BBBLoss's skip_below), which Adam still steps on.
 
     python experiments/spike_kick.py [--weights 20000] [--epochs 600] [--priors recipe,...]
                                      [--optimizer sgd|adam] [--report 1,10,100,600]
@@ -97,8 +97,8 @@ def simulate_adam(prior, weights, epochs, batches=391, batch_size=128, lr=1e-3, 
     mu = rng.normal(0.0, 0.1, weights)
     rho = np.full(weights, -5.0)
     states = [(np.zeros(weights), np.zeros(weights)) for _ in range(2)]
-    # pi_i = 2^(M-i) / (2^M - 1), i = 1..M, in floats: 2^-i for every i that matters
-    pis = [2.0 ** (batches - i - 1 - batches) * (2.0 ** batches / (2.0 ** batches - 1))
+    # pi_i = 2^(M-i) / (2^M - 1) = 2^-i / (1 - 2^-M), i = 1..M, without overflowing 2^M
+    pis = [math.ldexp(1.0, -(i + 1)) / (1.0 - math.ldexp(1.0, -batches))
            for i in range(batches)]
     t = 0
     rows = []

@@ -306,7 +306,7 @@ def test_evaluate_help_lists_every_option(capsys):
     assert exc.value.code == 0
     text = capsys.readouterr().out
     for option in ("RUN_DIR", "--samples", "--ood", "--data-dir", "--bins", "--ctx",
-                   "--force"):
+                   "--force", "--checkpoint"):
         assert option in text
 
 
@@ -321,7 +321,7 @@ def test_evaluate_latest_checkpoint_writes_its_own_files(tiny_runs, tmp_path, ca
                  "--checkpoint", "latest"]) == 0
     assert "latest checkpoint, epoch 2" in capsys.readouterr().out
     ev = json.loads((run / "evaluation_latest.json").read_text())
-    assert ev["checkpoint"] == "latest" and ev["epoch"] == 2
+    assert ev["checkpoint"] == "latest" and ev["epoch"] == 2 and ev["batch"] == 0
     assert set(ev["plots"].values()) == {"reliability_latest.png", "least_certain_latest.png"}
     for name in ev["plots"].values():
         assert (run / name).stat().st_size > 0

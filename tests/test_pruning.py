@@ -348,7 +348,7 @@ def test_prune_help_lists_every_option(capsys):
         main(["prune", "--help"])
     assert exc.value.code == 0
     text = capsys.readouterr().out
-    for option in ("RUN_DIR", "--fractions", "--data-dir", "--ctx", "--force"):
+    for option in ("RUN_DIR", "--fractions", "--data-dir", "--ctx", "--force", "--checkpoint"):
         assert option in text
 
 

@@ -5,7 +5,6 @@ gradients must be the ones BBBLoss differentiates and its Adam step the one MXNe
 """
 
 import importlib.util
-import math
 import subprocess
 import sys
 from pathlib import Path
@@ -59,32 +58,32 @@ def test_complexity_gradients_match_autograd_of_the_package_prior(sk, name):
     np.testing.assert_allclose(g_rho, r.grad.asnumpy(), rtol=1e-6, atol=1e-12)
 
 
-def test_adam_step_matches_mxnet_adam_update(sk):
+def test_adam_step_matches_mxnets_adam_optimizer(sk):
     rng = np.random.default_rng(4)
     param = rng.normal(0, 0.1, 64)
     m, v = np.zeros(64), np.zeros(64)
-    mx_param = mx.nd.array(param, ctx=mx.cpu(1))
-    mx_m, mx_v = mx.nd.zeros(64, ctx=mx.cpu(1)), mx.nd.zeros(64, ctx=mx.cpu(1))
+    # what a Trainer with optimizer="adam" runs: the optimizer's own bias correction
+    updater = mx.optimizer.get_updater(mx.optimizer.Adam(learning_rate=1e-3))
+    mx_param = mx.nd.array(param, ctx=mx.cpu(1), dtype="float64")
     for t in range(1, 6):
         # the simulation's zero gradient on skipped minibatches is a step too
         grad = rng.normal(0, 1e-3, 64) if t != 3 else np.zeros(64)
         sk.adam_step(param, grad, m, v, t, 1e-3)
-        rate = 1e-3 * math.sqrt(1 - 0.999 ** t) / (1 - 0.9 ** t)  # what mx.optimizer.Adam passes
-        mx.nd.adam_update(mx_param, mx.nd.array(grad, ctx=mx.cpu(1)), mx_m, mx_v, lr=rate,
-                          beta1=0.9, beta2=0.999, epsilon=1e-8, out=mx_param)
-    np.testing.assert_allclose(param, mx_param.asnumpy(), rtol=1e-5, atol=1e-7)
-    np.testing.assert_allclose(m, mx_m.asnumpy(), rtol=1e-5, atol=1e-9)
+        updater(0, mx.nd.array(grad, ctx=mx.cpu(1), dtype="float64"), mx_param)
+        # MXNet passes beta2 and the rate to its kernel as float32: 1 - beta2 is off by 1e-5
+        np.testing.assert_allclose(param, mx_param.asnumpy(), rtol=1e-4, atol=1e-12)
 
 
-def test_adam_simulation_uses_blundells_weights(sk, monkeypatch):
+@pytest.mark.parametrize("batches", [100, 1100])  # 2**1100 overflows a float
+def test_adam_simulation_uses_blundells_weights(sk, monkeypatch, batches):
     seen = []
     real = sk.complexity_grads
     monkeypatch.setattr(sk, "complexity_grads",
                         lambda mu, rho, eps, prior, scale: seen.append(scale)
                         or real(mu, rho, eps, prior, scale))
-    sk.simulate_adam(sk.PRIORS["half-e6"][1], 10, 1, batches=100, report=(1,))
-    expected = [complexity_weight("blundell", i, 100) / 128 for i in range(100)
-                if complexity_weight("blundell", i, 100) > 2.0 ** -60]
+    sk.simulate_adam(sk.PRIORS["half-e6"][1], 10, 1, batches=batches, report=(1,))
+    expected = [complexity_weight("blundell", i, batches) / 128 for i in range(batches)
+                if complexity_weight("blundell", i, batches) > 2.0 ** -60]
     np.testing.assert_allclose(seen, expected, rtol=1e-12)
 
 
@@ -92,9 +91,9 @@ def test_under_adam_sigma_grows_and_under_sgd_it_stays(sk):
     # the finding docs/RESULTS.md reports, at a scale a test can afford
     prior = sk.PRIORS["half-e6"][1]
     adam = sk.simulate_adam(prior, 200, 40, report=(1, 40))
-    assert adam[1][2] > 1.5 * adam[0][2]
-    sgd = sk.simulate(prior, 200, 3, report=(1, 3))
-    assert abs(sgd[1][2] - sgd[0][2]) < 0.01 * sgd[0][2]
+    assert adam[1][2] > 1.5 * adam[0][2]  # median sigma
+    sgd = sk.simulate(prior, 200, 40, report=(1, 40))
+    assert abs(sgd[1][2] - sgd[0][2]) < 0.05 * sgd[0][2]
 
 
 def test_command_line_refuses_unknown_priors_and_bad_report():
