@@ -564,6 +564,7 @@ def cmd_evaluate(args):
     from . import data, plotting
     from ._files import atomic_write_text
     from .evaluation import evaluate_model
+    from .training import load_run
 
     if args.samples < 1:
         raise UsageError(f"--samples must be >= 1, got {args.samples}")
@@ -591,7 +592,7 @@ def cmd_evaluate(args):
     if len(ctx) != 1:
         raise UsageError("--ctx: evaluate runs on one device")
     ctx = ctx[0]
-    net, posterior, config, meta = _load_checkpoint(run_dir, which, ctx)
+    net, posterior, config, meta = load_run(run_dir, which, ctx=ctx)
     splits = _load_test_data(stored, config.seed, data_dir)
     Xt, yt = splits.test
     X_ood = None
@@ -686,6 +687,7 @@ def cmd_prune(args):
         thresholds,
         weight_statistics,
     )
+    from .training import load_run
 
     fractions = _parse_fractions(args.fractions)
     run_dir = args.run_dir
@@ -707,7 +709,7 @@ def cmd_prune(args):
     if len(ctx) != 1:
         raise UsageError("--ctx: prune runs on one device")
     ctx = ctx[0]
-    net, posterior, config, meta = _load_checkpoint(run_dir, which, ctx)
+    net, posterior, config, meta = load_run(run_dir, which, ctx=ctx)
     splits = _load_test_data(stored, config.seed, data_dir)
     Xt, yt = splits.test
     table = evaluate_pruning(net, posterior, Xt, yt, fractions, ctx=ctx,
@@ -928,12 +930,6 @@ def cmd_bandit(args):
           f"{result.seconds:.0f} s of kernel time; wrote {args.out}/regret.png, regret.csv, "
           "steps.csv.gz, metrics.json")
     return 0
-
-
-def _load_checkpoint(run_dir, which, ctx):
-    from .training import load_run
-
-    return load_run(run_dir, which, ctx=ctx)
 
 
 def _describe_checkpoint(which, meta):
