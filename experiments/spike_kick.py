@@ -145,6 +145,8 @@ def main():
     p.add_argument("--report", default="1,10,100,300,600",
                    help="comma-separated epochs to print (those up to --epochs)")
     args = p.parse_args()
+    if args.weights < 2 or args.epochs < 1:
+        p.error("--weights must be >= 2 (a correlation needs two) and --epochs >= 1")
     chosen = args.priors.split(",")
     unknown = [c for c in chosen if c not in PRIORS]
     if unknown:

@@ -97,7 +97,8 @@ def test_under_adam_sigma_grows_and_under_sgd_it_stays(sk):
 
 
 def test_command_line_refuses_unknown_priors_and_bad_report():
-    for args in (["--priors", "nope"], ["--report", "1,x"]):
+    for args in (["--priors", "nope"], ["--report", "1,x"], ["--weights", "1"],
+                 ["--epochs", "0"]):
         done = subprocess.run([sys.executable, str(SCRIPT), *args], capture_output=True,
                               text=True, timeout=120)
         assert done.returncode == 2 and "error:" in done.stderr
