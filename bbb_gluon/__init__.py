@@ -14,6 +14,7 @@ from ._mxnet_build import check as _check_mxnet
 
 _check_mxnet()
 
+from ._files import FileWriteError
 from .loss import BBBLoss, complexity_weight
 from .posterior import (
     BAYESIAN_LAYERS,
@@ -51,7 +52,7 @@ __all__ = [
     "BAYESIAN_LAYERS", "use_weights", "use_means", "BBBLoss", "complexity_weight", "BBBStep",
     # training
     "TrainConfig", "TrainResult", "TrainingInterrupted", "TrainingDiverged", "CheckpointError",
-    "fit", "build_mlp", "load_run",
+    "fit", "build_mlp", "load_run", "FileWriteError",
     # prediction
     "predict_proba", "predict_samples", "error_rate", "uncertainty",
     "__version__",

@@ -13,8 +13,17 @@ import tempfile
 import mxnet as mx
 import numpy as np
 
-__all__ = ["atomic_write_text", "atomic_nd_save", "read_nd_file", "json_array",
+__all__ = ["FileWriteError", "atomic_write", "atomic_write_text", "atomic_nd_save",
+           "read_nd_file", "json_array",
            "array_json", "bytes_array", "array_bytes"]
+
+
+class FileWriteError(OSError):
+    """A file could not be written (a full disk, an I/O error, a read-only folder); the
+    file that was there before is as it was. ``filename`` names it."""
+
+    def __str__(self):
+        return self.strerror
 
 
 def _readable_like_open(path):
@@ -24,20 +33,31 @@ def _readable_like_open(path):
     os.chmod(path, 0o666 & ~umask)
 
 
-def _atomic(path, write, suffix=""):
+def atomic_write(path, write, suffix=""):
     path = os.fspath(path)
     folder = os.path.dirname(os.path.abspath(path))
-    fd, tmp = tempfile.mkstemp(prefix=".tmp-", suffix=suffix, dir=folder)
-    os.close(fd)
+    tmp = None
     try:
+        fd, tmp = tempfile.mkstemp(prefix=".tmp-", suffix=suffix, dir=folder)
+        os.close(fd)
         _readable_like_open(tmp)
         write(tmp)
         with open(tmp, "rb") as f:
             os.fsync(f.fileno())
         os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.remove(tmp)
+    except BaseException as e:
+        if tmp is not None and os.path.exists(tmp):
+            try:
+                os.remove(tmp)
+            except OSError:
+                pass  # the folder went read-only or away: the target is untouched anyway
+        # MXNet reports a failed write (a full disk) as MXNetError, not OSError.
+        if isinstance(e, OSError | mx.base.MXNetError) and not isinstance(e, FileWriteError):
+            reason = e.strerror if isinstance(e, OSError) and e.strerror else \
+                str(e).strip().splitlines()[0]
+            raise FileWriteError(getattr(e, "errno", None),
+                                 f"could not write {path}: {reason}; the file that was "
+                                 "there before is unchanged", path) from e
         raise
 
 
@@ -47,12 +67,12 @@ def atomic_write_text(path, text):
         with open(tmp, "w") as f:
             f.write(text)
 
-    _atomic(path, write)
+    atomic_write(path, write)
 
 
 def atomic_nd_save(path, arrays):
     """``mx.nd.save(path, arrays)``, atomically."""
-    _atomic(path, lambda tmp: mx.nd.save(tmp, arrays), suffix=".params")
+    atomic_write(path, lambda tmp: mx.nd.save(tmp, arrays), suffix=".params")
 
 
 def read_nd_file(path):

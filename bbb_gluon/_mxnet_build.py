@@ -5,8 +5,9 @@ MXNet 1.9.1 ships as several pip distributions (``mxnet`` for CPUs, ``mxnet-cu11
 them, the files of one overwrite the other's and the result is neither.
 """
 
+import os
 import re
-from importlib import metadata
+import sys
 
 _BUILD = re.compile(r"mxnet(-(cu\d+(mkl)?|mkl|native))?")
 INSTALL_HINT = ("install one build: pip install -e '.[cpu]' (CPU), or '.[cu112]' etc. for "
@@ -14,12 +15,28 @@ INSTALL_HINT = ("install one build: pip install -e '.[cpu]' (CPU), or '.[cu112]'
 
 
 def installed_builds():
-    """Names of the MXNet distributions pip has installed, sorted."""
+    """Names of the MXNet distributions pip has installed, sorted.
+
+    Read from the ``*.dist-info`` (and ``*.egg-info``) folder names on ``sys.path``, not
+    through ``importlib.metadata.distributions()``: that parses every installed package's
+    metadata, about a second at each import on these machines (each launched worker pays
+    it again)."""
     names = set()
-    for dist in metadata.distributions():
-        name = (dist.metadata["Name"] or "").lower().replace("_", "-")
-        if _BUILD.fullmatch(name):
-            names.add(name)
+    for entry in sys.path:
+        try:
+            listing = os.listdir(entry or ".")
+        except OSError:
+            continue
+        for folder in listing:
+            if not folder.lower().startswith("mxnet"):
+                continue
+            stem, dot, kind = folder.rpartition(".")
+            if not dot or kind not in ("dist-info", "egg-info"):
+                continue
+            name = stem.rsplit("-", 1)[0] if "-" in stem else stem
+            name = name.lower().replace("_", "-")
+            if _BUILD.fullmatch(name):
+                names.add(name)
     return sorted(names)
 
 

@@ -52,23 +52,37 @@ import mxnet as mx
 import numpy as np
 from mxnet import autograd, gluon
 
-from . import fused
+from . import _files, fused
 from ._checks import check_int, check_positive
-from ._files import _atomic, atomic_write_text
+from ._files import atomic_write_text
 from .data import Mushrooms
 from .loss import GaussianNLLLoss
 from .posterior import Posterior
 from .priors import GaussianPrior, ScaleMixturePrior
+from .signals import stop_requests
 from .step import BBBStep
 
 __all__ = [
     "AgentSpec", "BanditConfig", "BanditResult", "MushroomBandit", "ReplayBuffer",
     "StackedAgents", "ThompsonAgent", "GreedyAgent", "run_bandit", "run_agent",
-    "build_reward_net", "PAPER_AGENTS", "BanditCheckpointError", "EAT", "PASS",
+    "build_reward_net", "PAPER_AGENTS", "BanditCheckpointError", "BanditInterrupted", "EAT",
+    "PASS",
 ]
 
 EAT, PASS = 1, 0
+_FLOAT32_SQRT_MAX = 1.8e19  # about sqrt(float32's largest): a square still fits
 _MASK = (1 << 64) - 1
+
+
+class BanditInterrupted(KeyboardInterrupt):
+    """Ctrl-C (or SIGTERM) during :func:`run_bandit`: with a run folder, a checkpoint at
+    step ``t`` was saved and ``resume=True`` continues; ``exit_status`` is the shell's
+    status for the signal (130, 143)."""
+
+    def __init__(self, message, t, signum):
+        super().__init__(message)
+        self.t = t
+        self.exit_status = 128 + int(signum)
 
 
 class BanditCheckpointError(ValueError):
@@ -284,13 +298,21 @@ class BanditConfig:
             raise ValueError(f"prior must be 'mixture' or 'gaussian', got {self.prior!r}")
         for name in ("lr", "prior_sigma1", "prior_sigma2", "prior_sigma", "noise_sigma"):
             check_positive(getattr(self, name), name)
+            # The kernels compute in float32 (and square the noise).
+            if getattr(self, name) > _FLOAT32_SQRT_MAX:
+                raise ValueError(f"{name} must be at most {_FLOAT32_SQRT_MAX:.3g}, got "
+                                 f"{getattr(self, name)!r}")
         if isinstance(self.mu_init, bool) or not isinstance(self.mu_init, (int, float)) \
-                or not (math.isfinite(self.mu_init) and self.mu_init >= 0):
-            raise ValueError(f"mu_init must be a finite number >= 0, got {self.mu_init!r}")
+                or not (math.isfinite(self.mu_init) and self.mu_init >= 0) \
+                or self.mu_init > _FLOAT32_SQRT_MAX:
+            raise ValueError(f"mu_init must be a finite number in [0, "
+                             f"{_FLOAT32_SQRT_MAX:.3g}], got {self.mu_init!r}")
+        object.__setattr__(self, "mu_init", self.mu_init + 0.0)  # -0.0 is 0.0 (NumPy: < 0)
         if not 0.0 < self.prior_pi < 1.0:
             raise ValueError(f"prior_pi must lie in (0, 1), got {self.prior_pi!r}")
-        if not math.isfinite(self.rho_init):
-            raise ValueError(f"rho_init must be finite, got {self.rho_init!r}")
+        if not (math.isfinite(self.rho_init) and abs(self.rho_init) <= 80):
+            raise ValueError(f"rho_init must be a finite number in [-80, 80] (sigma = "
+                             f"log(1 + exp(rho))), got {self.rho_init!r}")
 
     def make_prior(self):
         if self.prior == "mixture":
@@ -660,7 +682,7 @@ def _write_outputs(result, env, out, plot=True):
         with open(tmp, "wb") as f:
             f.write(data)
 
-    _atomic(out / "steps.csv.gz", write_bytes)
+    _files.atomic_write(out / "steps.csv.gz", write_bytes)
     # regret.csv: mean (and min, max over seeds) cumulative regret per agent.
     at = _regret_steps(T)
     buf = io.StringIO()
@@ -781,27 +803,36 @@ def run_bandit(config: BanditConfig, env: MushroomBandit, out=None, resume=False
             with open(tmp, "wb") as f:
                 np.savez(f, rows=rows, actions=actions, rewards=rewards,
                          seconds=np.array(seconds), **stacked.state_dict())
-        _atomic(out / "checkpoint.npz", write)
+        _files.atomic_write(out / "checkpoint.npz", write)
 
     bar = None
     if progress:
         from tqdm.auto import tqdm
         bar = tqdm(total=T, initial=stacked.t, desc="bandit steps", unit="step")
+    # Ctrl-C (or SIGTERM) is a flag read between chunks: the run stops at a whole chunk,
+    # saves a checkpoint there, and raises BanditInterrupted.
     try:
-        while stacked.t < T:
-            t0 = stacked.t
-            n = min(chunk, T - t0, checkpoint_every - t0 % checkpoint_every)
-            start = time.perf_counter()
-            r, a, rw, _ = stacked.run(n, threads=threads)
-            seconds += time.perf_counter() - start
-            rows[:, t0:t0 + n], actions[:, t0:t0 + n], rewards[:, t0:t0 + n] = r, a, rw
-            if not np.isfinite(stacked.mu).all():
-                raise FloatingPointError(f"an agent's weights became NaN or infinite by step "
-                                         f"{stacked.t}; lower the learning rate")
-            if bar is not None:
-                bar.update(n)
-            if out is not None and (stacked.t % checkpoint_every == 0 or stacked.t == T):
-                save()
+        with stop_requests() as stop:
+            while stacked.t < T:
+                t0 = stacked.t
+                n = min(chunk, T - t0, checkpoint_every - t0 % checkpoint_every)
+                start = time.perf_counter()
+                r, a, rw, _ = stacked.run(n, threads=threads)
+                seconds += time.perf_counter() - start
+                rows[:, t0:t0 + n], actions[:, t0:t0 + n], rewards[:, t0:t0 + n] = r, a, rw
+                if not np.isfinite(stacked.mu).all():
+                    raise FloatingPointError(f"an agent's weights became NaN or infinite by "
+                                             f"step {stacked.t}; lower the learning rate")
+                if bar is not None:
+                    bar.update(n)
+                if out is not None and (stacked.t % checkpoint_every == 0
+                                        or stacked.t == T or stop.requested):
+                    save()
+                if stop.requested and stacked.t < T:
+                    raise BanditInterrupted(
+                        f"stopped at step {stacked.t:,} of {T:,}"
+                        + (f"; checkpoint in {out}, continue with resume" if out else ""),
+                        stacked.t, stop.signum)
     finally:
         if bar is not None:
             bar.close()

@@ -16,6 +16,7 @@ import time
 
 __all__ = ["main"]
 
+EXIT_FAILURE = 1
 EXIT_USAGE = 2
 EXIT_DIVERGED = 3
 EXIT_INTERRUPTED = 130
@@ -39,6 +40,18 @@ RECIPES = {
 
 class UsageError(Exception):
     """A problem with what the user asked for (reported as one line)."""
+
+
+def _checked(function, *args, **kwargs):
+    """``function(*args, **kwargs)`` for a call that turns the user's arguments into a
+    configuration or reads their input: its ``ValueError`` is theirs to fix (a usage
+    error). A ``ValueError`` anywhere else is a bug and keeps its traceback."""
+    try:
+        return function(*args, **kwargs)
+    except UsageError:
+        raise
+    except ValueError as e:
+        raise UsageError(str(e)) from e
 
 
 class _HelpFormatter(argparse.HelpFormatter):
@@ -227,14 +240,27 @@ def _add_train_args(p):
     g.add_argument("--no-progress", action="store_true", help="no progress bars")
 
 
+def _sigma(log_sigma, option):
+    """exp(log_sigma), or a usage error where it is not a positive finite number."""
+    try:
+        sigma = math.exp(log_sigma)
+    except OverflowError:
+        sigma = math.inf
+    if not 0 < sigma < math.inf:
+        raise UsageError(f"{option} must give a positive finite sigma (about -700 to 700), "
+                         f"got {log_sigma!r}")
+    return sigma
+
+
 def _config_from_args(args):
     from .training import TrainConfig
 
     if args.prior == "gaussian":
         prior = {"kind": "gaussian", "sigma": args.prior_sigma}
     else:
-        prior = {"kind": "scale_mixture", "pi": args.pi, "sigma1": math.exp(args.log_sigma1),
-                 "sigma2": math.exp(args.log_sigma2)}
+        prior = {"kind": "scale_mixture", "pi": args.pi,
+                 "sigma1": _sigma(args.log_sigma1, "--log-sigma1"),
+                 "sigma2": _sigma(args.log_sigma2, "--log-sigma2")}
     return TrainConfig(
         model=args.model, hidden=tuple(args.hidden), activation=args.activation,
         epochs=10 if args.epochs is None else args.epochs, optimizer=args.optimizer,
@@ -261,10 +287,10 @@ def cmd_train(args):
         if args.recipe:
             raise UsageError("--recipe with --resume: a resumed run keeps its stored settings")
         stored = _read_run_config(args.out)
-        config = TrainConfig.from_dict(stored["train"])
+        config = _checked(TrainConfig.from_dict, stored["train"])
         if args.epochs is not None:
             config.epochs = args.epochs
-            config.validate()
+            _checked(config.validate)
         data_args = stored["data"]
         # Runs written before the count was stored were evaluated with the default, 10.
         evaluation = stored.get("evaluation", {})
@@ -276,7 +302,7 @@ def cmd_train(args):
                              f"count >= 0, got {stored_samples!r}")
         test_samples = stored_samples if args.test_samples is None else args.test_samples
     else:
-        config = _config_from_args(args)
+        config = _checked(_config_from_args, args)
         data_args = {"dataset": args.dataset, "transform": args.transform,
                      "num_valid": args.num_valid, "subset": args.subset,
                      "data_dir": args.data_dir, "monitor_test": args.monitor_test}
@@ -295,10 +321,9 @@ def cmd_train(args):
     ctxs = _contexts(args.ctx)
     group = _worker_group(args.kvstore)
     lead = group.rank == 0  # in a distributed run, rank 0 reports and writes the files
-    splits = data.load_dataset(data_args["dataset"], root=data_args.get("data_dir"),
-                               transform=data_args["transform"],
-                               num_valid=data_args["num_valid"], seed=config.seed,
-                               subset=data_args["subset"])
+    splits = _checked(data.load_dataset, data_args["dataset"], root=data_args.get("data_dir"),
+                      transform=data_args["transform"], num_valid=data_args["num_valid"],
+                      seed=config.seed, subset=data_args["subset"])
     if lead:
         print(f"{splits.name}: {len(splits.train[1])} train, {len(splits.valid[1])} "
               f"validation, {len(splits.test[1])} test images; run folder {out}"
@@ -312,13 +337,13 @@ def cmd_train(args):
                      extra_config={"data": data_args,
                                    "evaluation": {"test_samples": test_samples}},
                      test=splits.test if data_args.get("monitor_test") else None)
-    except TrainingInterrupted:
+    except TrainingInterrupted as e:
         if lead:
             print(f"interrupted: checkpoint saved in {out}/checkpoints; continue with "
                   f"bbb-gluon train --out {out} --resume"
                   + (" (under bbb-gluon launch, with the same workers)"
                      if group.distributed else ""), file=sys.stderr)
-        return EXIT_INTERRUPTED
+        return e.exit_status
     except TrainingDiverged as e:
         print(f"bbb-gluon train: error: {e}", file=sys.stderr)
         return EXIT_DIVERGED
@@ -424,7 +449,7 @@ def _launch_argv(command):
 
 
 def cmd_launch(args):
-    from .distributed import LaunchError, launch, launch_commands
+    from .distributed import LaunchError, LaunchInterrupted, launch, launch_commands
 
     argv = _launch_argv(args.command)
     for name in ("workers", "servers"):
@@ -452,7 +477,11 @@ def cmd_launch(args):
                       threads=args.threads, host=args.host, port=args.port, ssh_hosts=hosts)
     except LaunchError as e:
         print(f"bbb-gluon launch: error: {e}", file=sys.stderr)
-        return 1
+        return EXIT_FAILURE
+    except LaunchInterrupted as e:
+        print("bbb-gluon launch: interrupted; every process of the run has stopped",
+              file=sys.stderr)
+        return e.exit_status
 
 
 def _read_run_config(run_dir):
@@ -527,9 +556,9 @@ def _load_test_data(stored, seed, data_dir):
     except KeyError:
         raise UsageError("config.json has no usable data settings (dataset, transform, "
                          "num_valid, subset)") from None
-    return data.load_dataset(settings["dataset"], root=data_dir,
-                             transform=settings["transform"], num_valid=settings["num_valid"],
-                             seed=seed, subset=settings["subset"])
+    return _checked(data.load_dataset, settings["dataset"], root=data_dir,
+                    transform=settings["transform"], num_valid=settings["num_valid"],
+                    seed=seed, subset=settings["subset"])
 
 
 def _json_safe(value):
@@ -597,7 +626,7 @@ def cmd_evaluate(args):
     Xt, yt = splits.test
     X_ood = None
     if ood is not None:
-        images, _ = data.load_raw(ood, train=False, root=data_dir)
+        images, _ = _checked(data.load_raw, ood, train=False, root=data_dir)
         # As many OOD images as in-distribution ones (a --subset run has fewer), through
         # the run's own transform: the network sees them as it would see its own data.
         X_ood = splits.transform(images[:len(yt)])
@@ -903,23 +932,32 @@ def cmd_bandit(args):
     if not args.resume:
         if args.seeds < 1:
             raise UsageError(f"--seeds must be >= 1, got {args.seeds}")
-        config = bandit.BanditConfig(
+        config = _checked(
+            bandit.BanditConfig,
             steps=args.steps, seeds=tuple(range(args.first_seed, args.first_seed + args.seeds)),
             hidden=args.hidden, capacity=args.buffer, updates=args.updates, batch=args.batch,
             act_samples=args.act_samples, optimizer=args.optimizer, lr=args.lr,
-            prior=args.prior, prior_pi=args.pi, prior_sigma1=math.exp(args.log_sigma1),
-            prior_sigma2=math.exp(args.log_sigma2), prior_sigma=args.prior_sigma,
+            prior=args.prior, prior_pi=args.pi,
+            prior_sigma1=_sigma(args.log_sigma1, "--log-sigma1"),
+            prior_sigma2=_sigma(args.log_sigma2, "--log-sigma2"), prior_sigma=args.prior_sigma,
             noise_sigma=args.noise_sigma, mu_init=args.mu_init, rho_init=args.rho_init,
             complexity_over=args.complexity_over)
     if args.threads is not None and args.threads < 1:
         raise UsageError(f"--threads must be >= 1, got {args.threads}")
-    env = bandit.MushroomBandit(load_mushroom(args.data_dir))
+    env = bandit.MushroomBandit(_checked(load_mushroom, args.data_dir))
     try:
         result = bandit.run_bandit(config, env, out=args.out, resume=args.resume,
                                    force=args.force, progress=not args.no_progress,
                                    threads=args.threads)
     except FileExistsError as e:
         raise UsageError(str(e)) from e
+    except FloatingPointError as e:  # the weights diverged: the settings, not a bug
+        print(f"bbb-gluon bandit: error: {e}", file=sys.stderr)
+        return EXIT_DIVERGED
+    except bandit.BanditInterrupted as e:
+        print(f"interrupted: {e}; continue with bbb-gluon bandit --out {args.out} --resume",
+              file=sys.stderr)
+        return e.exit_status
     summary = result.summary()
     print(f"{'agent':<20} {'cumulative regret (mean ± sd over seeds)':>42} "
           f"{'first 1000 steps':>17}")
@@ -1153,20 +1191,29 @@ def main(argv=None):
         # The recipe's values become the defaults, so options given beside it still win.
         parser.train_parser.set_defaults(**RECIPES[args.recipe])
         args = parser.parse_args(argv)
+    from ._files import FileWriteError
+    from .bandit import BanditCheckpointError
     from .data import DataFileError, DatasetNotFoundError
     from .posterior import PosteriorMismatchError
+    from .runs import RunFolderError
     from .training import CheckpointError
 
+    # Errors in what the user gave (arguments, files, run folders) are one line and exit 2;
+    # a failing disk is one line and exit 1. Anything else is a bug: it keeps its traceback.
     try:
         return args.func(args)
-    except (UsageError, ValueError, CheckpointError, PosteriorMismatchError, DataFileError,
-            DatasetNotFoundError, FileNotFoundError) as e:
+    except (UsageError, CheckpointError, PosteriorMismatchError, DataFileError,
+            DatasetNotFoundError, FileNotFoundError, RunFolderError,
+            BanditCheckpointError) as e:
         message = " ".join(str(e).split()) if not isinstance(e, DatasetNotFoundError) else str(e)
         print(f"bbb-gluon {args.command}: error: {message}", file=sys.stderr)
         return EXIT_USAGE
-    except KeyboardInterrupt:
+    except FileWriteError as e:
+        print(f"bbb-gluon {args.command}: error: {e}", file=sys.stderr)
+        return EXIT_FAILURE
+    except KeyboardInterrupt as e:
         print("interrupted", file=sys.stderr)
-        return EXIT_INTERRUPTED
+        return getattr(e, "exit_status", EXIT_INTERRUPTED)
 
 
 if __name__ == "__main__":

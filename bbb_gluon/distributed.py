@@ -32,9 +32,11 @@ import time
 import mxnet as mx
 import numpy as np
 
+from .signals import signals_blocked, stop_requests
 from .threads import cores
 
-__all__ = ["WorkerGroup", "LaunchError", "launch", "free_port", "launch_commands"]
+__all__ = ["WorkerGroup", "LaunchError", "LaunchInterrupted", "launch", "free_port",
+           "launch_commands"]
 
 # Kvstore keys of the group's own all-reduces: far above the 0..n-1 a Trainer uses.
 _REDUCE_KEY = 1_000_003
@@ -246,6 +248,16 @@ class _Process:
         return self.role if self.role == "scheduler" else f"{self.role} {self.index}"
 
 
+class LaunchInterrupted(KeyboardInterrupt):
+    """``launch`` stopped on Ctrl-C (or SIGTERM) once every process had stopped;
+    ``signum`` is the signal, ``exit_status`` the shell's status for it (130, 143)."""
+
+    def __init__(self, message, signum):
+        super().__init__(message)
+        self.signum = signum
+        self.exit_status = 128 + int(signum)
+
+
 def _pump(proc, echo, lock):
     for raw in iter(proc.popen.stdout.readline, b""):
         line = raw.decode("utf-8", "replace").rstrip("\n")
@@ -256,21 +268,29 @@ def _pump(proc, echo, lock):
     proc.popen.stdout.close()
 
 
+def _signal_group(proc, sig):
+    try:
+        os.killpg(proc.popen.pid, sig)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
 def _stop(processes, grace=5.0):
     """SIGTERM every process group, SIGKILL what is left after ``grace``; a group whose
-    leader has exited may still hold children (its session is its own)."""
+    leader has exited may still hold children (its session is its own). Every wait is
+    bounded: a process that outlives SIGKILL (stuck in the kernel) is left to init."""
     for sig in (signal.SIGTERM, signal.SIGKILL):
         alive = [p for p in processes if p.popen.poll() is None]
         for p in processes:
-            try:
-                os.killpg(p.popen.pid, sig)
-            except (ProcessLookupError, PermissionError):
-                pass
+            _signal_group(p, sig)
         deadline = time.monotonic() + grace
         while time.monotonic() < deadline and any(p.popen.poll() is None for p in alive):
             time.sleep(0.05)
     for p in processes:
-        p.popen.wait()
+        try:
+            p.popen.wait(timeout=grace)
+        except subprocess.TimeoutExpired:
+            pass
         if p.reader is not None:
             p.reader.join(timeout=2)
 
@@ -321,8 +341,11 @@ def launch(command, num_workers=2, num_servers=1, timeout=None, threads=None,
     LaunchError
         A process exited with a non-zero status, or the time limit passed; the message
         names the process and holds its last lines.
-    KeyboardInterrupt
-        After a Ctrl-C, once every process has stopped.
+    LaunchInterrupted
+        After Ctrl-C (or SIGTERM), once every process has stopped. The signal only sets a
+        flag that the watching loop reads (:mod:`bbb_gluon.signals`); the loop forwards
+        SIGINT to the workers, which save one checkpoint together and stop. More signals
+        while they do so change nothing; ``interrupt_grace`` bounds the wait.
     """
     _check_counts(num_workers, num_servers, threads)
     if timeout is not None and not timeout > 0:
@@ -340,32 +363,40 @@ def launch(command, num_workers=2, num_servers=1, timeout=None, threads=None,
     base_env = dict(os.environ)
     base_env.update(env or {})
     base_env["PYTHONUNBUFFERED"] = "1"
-    try:
-        for role, index, where in _roles(num_workers, num_servers, hosts):
-            role_env = _environment(role, where, hosts[0], port, num_workers, num_servers,
-                                    threads)
-            prog = argv if role == "worker" else [sys.executable, "-c", "import mxnet"]
-            if ssh_hosts:
-                # The remote shell gets the run's variables (and env=), not this one's.
-                remote_env = {**(env or {}), "PYTHONUNBUFFERED": "1", **role_env}
-                remote = "cd " + shlex.quote(os.getcwd()) + " && " + " ".join(
-                    f"{k}={shlex.quote(v)}" for k, v in remote_env.items()) + " " + \
-                    shlex.join(prog)
-                full, proc_env = ["ssh", "-tt", where, remote], base_env
-            else:
-                full, proc_env = prog, {**base_env, **role_env}
-            popen = subprocess.Popen(full, env=proc_env, stdout=subprocess.PIPE,
-                                     stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                     start_new_session=True)
-            proc = _Process(role, index, popen, tail)
-            proc.reader = threading.Thread(target=_pump, args=(proc, echo and role == "worker",
-                                                               lock), daemon=True)
-            proc.reader.start()
-            processes.append(proc)
-        return _watch(processes, timeout, interrupt_grace)
-    except BaseException:
-        _stop(processes)
-        raise
+    with stop_requests() as stop:
+        try:
+            # Every process is started even after a Ctrl-C here (it takes milliseconds):
+            # the workers of a half-started run would wait for the others for ever.
+            for role, index, where in _roles(num_workers, num_servers, hosts):
+                role_env = _environment(role, where, hosts[0], port, num_workers,
+                                        num_servers, threads)
+                prog = argv if role == "worker" else [sys.executable, "-c", "import mxnet"]
+                if ssh_hosts:
+                    # The remote shell gets the run's variables (and env=), not this one's.
+                    remote_env = {**(env or {}), "PYTHONUNBUFFERED": "1", **role_env}
+                    remote = "cd " + shlex.quote(os.getcwd()) + " && " + " ".join(
+                        f"{k}={shlex.quote(v)}" for k, v in remote_env.items()) + " " + \
+                        shlex.join(prog)
+                    full, proc_env = ["ssh", "-tt", where, remote], base_env
+                else:
+                    full, proc_env = prog, {**base_env, **role_env}
+                # Started with SIGINT blocked: a Ctrl-C forwarded before the worker's
+                # training loop listens for it waits until then (bbb_gluon.signals).
+                with signals_blocked():
+                    popen = subprocess.Popen(full, env=proc_env, stdout=subprocess.PIPE,
+                                             stderr=subprocess.STDOUT,
+                                             stdin=subprocess.DEVNULL,
+                                             start_new_session=True)
+                proc = _Process(role, index, popen, tail)
+                proc.reader = threading.Thread(target=_pump,
+                                               args=(proc, echo and role == "worker", lock),
+                                               daemon=True)
+                proc.reader.start()
+                processes.append(proc)
+            return _watch(processes, timeout, interrupt_grace, stop)
+        except BaseException:
+            _stop(processes)
+            raise
 
 
 def _failure(proc, why):
@@ -374,54 +405,62 @@ def _failure(proc, why):
                        f"was stopped. Its last lines:\n{lines}")
 
 
-def _watch(processes, timeout, interrupt_grace):
+def _first_death(dead):
+    """The process to blame among those found dead in one look: one killed by a signal
+    before one that exited on its own (a peer's death makes the others fail), then the
+    scheduler, the servers, the workers."""
+    rank = {"scheduler": 0, "server": 1, "worker": 2}
+    return min(dead, key=lambda p: (p.popen.returncode >= 0, rank[p.role], p.index))
+
+
+def _watch(processes, timeout, interrupt_grace, stop):
+    """Poll the processes until the workers are done, one fails, the time runs out or a
+    stop is requested. Only this loop acts on a signal, between two looks."""
     start = time.monotonic()
     workers = [p for p in processes if p.role == "worker"]
     others = [p for p in processes if p.role != "worker"]
     interrupted_at = None
     while True:
-        try:
-            if interrupted_at is None:
-                for p in workers:
-                    if p.popen.poll() == 130:
-                        # A worker stopped on a Ctrl-C of its own: the others stop at the
-                        # same report; give rank 0 the time to write its checkpoint.
-                        interrupted_at = time.monotonic()
-            done = all(p.popen.poll() is not None for p in workers)
-            for p in (workers if done else processes):
-                status = p.popen.poll()
-                if status not in (None, 0) and interrupted_at is None:
-                    _stop(processes)
-                    raise _failure(p, f"exited with status {status}")
-            if done:
-                if interrupted_at is not None:
-                    _stop(processes)
-                    raise KeyboardInterrupt
-                # The scheduler and the servers leave once the last worker has; give them
-                # a moment, then make sure.
-                deadline = time.monotonic() + 10
-                while time.monotonic() < deadline and any(p.popen.poll() is None
-                                                          for p in others):
-                    time.sleep(0.05)
-                _stop(processes)
-                return 0
-            now = time.monotonic()
-            if interrupted_at is not None and now - interrupted_at > interrupt_grace:
-                _stop(processes)
-                raise KeyboardInterrupt
-            if timeout is not None and now - start > timeout and interrupted_at is None:
-                slow = next((p for p in workers if p.popen.poll() is None), workers[0])
-                _stop(processes)
-                raise _failure(slow, f"was still running after the time limit of {timeout:g} s")
-            time.sleep(0.05)
-        except KeyboardInterrupt:
-            if interrupted_at is not None:
-                raise
+        if stop.requested and interrupted_at is None:
             # Ctrl-C: the workers save a checkpoint at their next report and stop together.
             interrupted_at = time.monotonic()
             for p in workers:
                 if p.popen.poll() is None:
-                    try:
-                        os.killpg(p.popen.pid, signal.SIGINT)
-                    except ProcessLookupError:
-                        pass
+                    _signal_group(p, signal.SIGINT)
+        if interrupted_at is None:
+            for p in workers:
+                if p.popen.poll() == 130:
+                    # A worker stopped on a Ctrl-C of its own: the others stop at the
+                    # same report; give rank 0 the time to write its checkpoint.
+                    stop.request(signal.SIGINT)
+                    interrupted_at = time.monotonic()
+        done = all(p.popen.poll() is not None for p in workers)
+        if interrupted_at is None:
+            dead = [p for p in (workers if done else processes)
+                    if p.popen.poll() not in (None, 0)]
+            if dead:
+                culprit = _first_death(dead)
+                _stop(processes)
+                raise _failure(culprit, f"exited with status {culprit.popen.returncode}")
+        if done:
+            if interrupted_at is not None:
+                _stop(processes)
+                raise LaunchInterrupted("launch interrupted", stop.signum)
+            # The scheduler and the servers leave once the last worker has; give them
+            # a moment, then make sure.
+            deadline = time.monotonic() + 10
+            while time.monotonic() < deadline and any(p.popen.poll() is None
+                                                      for p in others):
+                time.sleep(0.05)
+            _stop(processes)
+            return 0
+        now = time.monotonic()
+        if interrupted_at is not None and now - interrupted_at > interrupt_grace:
+            _stop(processes)
+            raise LaunchInterrupted("launch interrupted; the workers did not stop within "
+                                    f"{interrupt_grace:g} s", stop.signum)
+        if timeout is not None and now - start > timeout and interrupted_at is None:
+            slow = next((p for p in workers if p.popen.poll() is None), workers[0])
+            _stop(processes)
+            raise _failure(slow, f"was still running after the time limit of {timeout:g} s")
+        time.sleep(0.05)

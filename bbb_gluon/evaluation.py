@@ -80,7 +80,8 @@ def evaluate_model(net, X, y, posterior=None, model="bbb", samples=100, X_ood=No
 
     def predictive(inputs):
         return uncertainty(net, posterior if model == "bbb" else None, inputs, samples,
-                           ctx=ctx, likelihood=likelihood, mc_dropout=model == "dropout")
+                           ctx=ctx, likelihood=likelihood, mc_dropout=model == "dropout",
+                           keep_samples=False)
 
     probs_means = predict_proba(net, X, posterior if model == "bbb" else None, 0, ctx=ctx,
                                 likelihood=likelihood)

@@ -64,16 +64,18 @@ class NoiseSource:
         """The next block of ``stream`` as a NumPy float32 array of shape ``(size,)``."""
         with self._lock:
             counter = self._counters.get(stream, 0)
+            pending = self._pending.get(stream)
+        future = pending[1] if pending is not None and pending[0] == counter else None
+        # Wait before taking the counter: an exception while waiting (Ctrl-C in a loop of
+        # the user's own) leaves the sequence where it was.
+        if future is not None:
+            block = future.result()
+        else:
+            block = _draw(self.seed, self.global_stream(stream), counter, self.size)
+        with self._lock:
             self._counters[stream] = counter + 1
-            pending = self._pending.pop(stream, None)
-            if pending is not None and pending[0] == counter:
-                block = pending[1]
-            else:
-                block = None
             self._pending[stream] = (counter + 1, self._submit(stream, counter + 1))
-        if block is None:
-            return _draw(self.seed, self.global_stream(stream), counter, self.size)
-        return block.result()
+        return block
 
     def advance(self, stream=0):
         """Take the next counter of ``stream`` without drawing (the fused kernels draw the

@@ -4,6 +4,8 @@ saves it as PNG when given a path."""
 import matplotlib.pyplot as plt
 import numpy as np
 
+from . import _files
+
 __all__ = ["plot_learning_curve", "plot_validation_curves", "plot_grid_map", "save",
            "plot_weight_density",
            "plot_snr_histogram", "plot_snr_cdf", "plot_least_certain",
@@ -11,9 +13,11 @@ __all__ = ["plot_learning_curve", "plot_validation_curves", "plot_grid_map", "sa
 
 
 def save(fig, path):
-    """Save ``fig`` as PNG at ``path`` (if given) and return it."""
+    """Save ``fig`` as PNG at ``path`` (if given; atomically, like every file the package
+    writes) and return it."""
     if path is not None:
-        fig.savefig(path, dpi=110, bbox_inches="tight")
+        _files.atomic_write(path, lambda tmp: fig.savefig(tmp, format="png", dpi=110,
+                                              bbox_inches="tight"), suffix=".png")
     return fig
 
 

@@ -34,9 +34,24 @@ def _check_inputs(X):
     if X.ndim < 2:
         raise ValueError(f"X must have an examples axis first and the input's axes after it "
                          f"(N, features) or (N, channels, height, width), got shape {X.shape}")
+    if X.shape[0] == 0:
+        raise ValueError(f"X holds no examples (shape {X.shape})")
     if not np.isfinite(X).all():
         raise ValueError("X contains NaN or infinity")
     return X
+
+
+# Inputs are predicted in passes of at most this many examples: what a pass holds on the
+# device (the inputs, the first layer's moments) is bounded by it, not by len(X). Up to
+# it (the 10,000-image test sets) one pass gives exactly what predicting all at once
+# gives; each further pass takes the next weight samples, so every example still gets
+# num_samples independent draws.
+PASS_EXAMPLES = 10_000
+
+
+def _passes(X):
+    for start in range(0, X.shape[0], PASS_EXAMPLES):
+        yield X[start:start + PASS_EXAMPLES]
 
 
 def _batches(X, batch_size, ctx):
@@ -167,8 +182,9 @@ def predict_proba(net, X, posterior=None, num_samples=0, batch_size=1000, ctx=No
         ctx = posterior.contexts[0] if posterior is not None else \
             next(iter(net.collect_params().values())).list_ctx()[0]
     with using_threads(predict_threads(), ctx):
-        return _predict_proba(net, X, posterior, num_samples, batch_size, ctx, likelihood,
-                              mc_dropout)
+        return np.concatenate([_predict_proba(net, part, posterior, num_samples, batch_size,
+                                              ctx, likelihood, mc_dropout)
+                               for part in _passes(X)])
 
 
 def _predict_proba(net, X, posterior, num_samples, batch_size, ctx, likelihood, mc_dropout):
@@ -318,7 +334,9 @@ def predict_samples(net, posterior, X, num_samples, batch_size=1000, ctx=None,
     check_int(num_samples, "num_samples", 1)
     ctx = ctx or posterior.contexts[0]
     with using_threads(predict_threads(), ctx):
-        return _predict_samples(net, posterior, X, num_samples, batch_size, ctx, likelihood)
+        return np.concatenate([_predict_samples(net, posterior, part, num_samples, batch_size,
+                                                ctx, likelihood)
+                               for part in _passes(X)], axis=1)
 
 
 def _predict_samples(net, posterior, X, num_samples, batch_size, ctx, likelihood):
@@ -457,7 +475,7 @@ def _dropout_samples(net, X, num_samples, batch_size, ctx, likelihood):
 
 
 def uncertainty(net, posterior, X, num_samples, batch_size=1000, ctx=None,
-                likelihood="softmax", mc_dropout=False):
+                likelihood="softmax", mc_dropout=False, keep_samples=True):
     """Monte-Carlo predictive and its uncertainty measures for ``X``.
 
     Parameters
@@ -480,10 +498,20 @@ def uncertainty(net, posterior, X, num_samples, batch_size=1000, ctx=None,
     dict of ndarray
         ``"probs"`` (N, C): the predictive mean; ``"predictive_entropy"``,
         ``"expected_entropy"``, ``"mutual_information"`` (N,) in nats; ``"std"`` (N, C):
-        per-class standard deviation over samples; ``"sample_probs"`` (S, N, C).
+        per-class standard deviation over samples; ``"sample_probs"`` (S, N, C), unless
+        ``keep_samples=False``: then memory stays bounded by the pass size
+        (``PASS_EXAMPLES``) times S, whatever N is.
     """
     X = _check_inputs(X)
     check_int(num_samples, "num_samples", 1)
+    parts = [_uncertainty(net, posterior, part, num_samples, batch_size, ctx, likelihood,
+                          mc_dropout, keep_samples) for part in _passes(X)]
+    return {k: np.concatenate([p[k] for p in parts], axis=1 if k == "sample_probs" else 0)
+            for k in parts[0]}
+
+
+def _uncertainty(net, posterior, X, num_samples, batch_size, ctx, likelihood, mc_dropout,
+                 keep_samples):
     if posterior is not None:
         samples = predict_samples(net, posterior, X, num_samples, batch_size, ctx, likelihood)
     else:
@@ -493,9 +521,11 @@ def uncertainty(net, posterior, X, num_samples, batch_size=1000, ctx=None,
         else:
             samples = predict_proba(net, X, None, 0, batch_size, ctx, likelihood)[None]
     samples = samples.astype(np.float64)
-    return {"probs": samples.mean(axis=0),
-            "predictive_entropy": predictive_entropy(samples),
-            "expected_entropy": expected_entropy(samples),
-            "mutual_information": mutual_information(samples),
-            "std": class_std(samples),
-            "sample_probs": samples}
+    out = {"probs": samples.mean(axis=0),
+           "predictive_entropy": predictive_entropy(samples),
+           "expected_entropy": expected_entropy(samples),
+           "mutual_information": mutual_information(samples),
+           "std": class_std(samples)}
+    if keep_samples:
+        out["sample_probs"] = samples
+    return out

@@ -157,7 +157,16 @@ class BBBStep:
             (``None`` if not asked for, or where the weighting skipped it); both on the
             first context, not read back to the host.
         """
+        # Shapes only (no host sync): NaN in a batch shows in the costs (``watch``).
+        if len(X.shape) == 0 or X.shape[0] == 0 or len(y.shape) == 0 \
+                or y.shape[0] != X.shape[0]:
+            raise ValueError(f"X and y must hold the same number (> 0) of examples along "
+                             f"their first axis, got X {tuple(X.shape)} and y "
+                             f"{tuple(y.shape)}")
         batch_size = X.shape[0] if batch_size is None else batch_size
+        if batch_size < X.shape[0]:
+            raise ValueError(f"batch_size ({batch_size}) must be at least X's examples "
+                             f"({X.shape[0]})")
         step_size = batch_size if self.loss_reduction == "mean" else 1
         if self._fused is not None:
             costs = self._fused(X, y, batch_index, self.samples, eps=eps,

@@ -22,7 +22,6 @@ import numbers
 import os
 import signal
 import tempfile
-import threading
 import time
 from dataclasses import asdict, dataclass, field, fields
 
@@ -48,6 +47,7 @@ from .posterior import Posterior, PosteriorMismatchError, _structural_params, ch
 from .prediction import error_rate, predict_proba
 from .priors import make_prior
 from .sampling import use_means
+from .signals import stop_requests
 from .step import BBBStep, first_not_finite
 from .threads import per_context, predict_threads, train_threads, using_threads
 
@@ -60,6 +60,10 @@ _ARCH_FIELDS = ("model", "hidden", "activation", "num_inputs", "num_outputs", "l
 # not the path its parameters take.
 _FREE_FIELDS = ("epochs", "log_every", "eval_samples")
 _FORMAT = "bbb_gluon.checkpoint/1"
+# MXNet 1.9.1's wheels index arrays with int32 (built without USE_INT64_TENSOR_SIZE), and
+# optimisers take their rates as float32.
+_MAX_ARRAY = 2**31 - 1
+_FLOAT32_MAX = float(np.finfo(np.float32).max)
 
 
 class CheckpointError(ValueError):
@@ -67,7 +71,15 @@ class CheckpointError(ValueError):
 
 
 class TrainingInterrupted(KeyboardInterrupt):
-    """Ctrl-C during :func:`fit`: a checkpoint was saved; ``fit(..., resume=True)`` continues."""
+    """Ctrl-C (or SIGTERM) during :func:`fit`: a checkpoint was saved;
+    ``fit(..., resume=True)`` continues. ``signum`` is the signal (SIGINT also for
+    ``stop_after_batches``), ``exit_status`` the shell's status for it (130, 143)."""
+
+    signum = signal.SIGINT
+
+    @property
+    def exit_status(self):
+        return 128 + int(self.signum)
 
 
 class TrainingDiverged(RuntimeError):
@@ -190,6 +202,11 @@ class TrainConfig:
                                   or h < 1 for h in self.hidden):
             raise ValueError(f"hidden must be a non-empty list of positive unit counts, "
                              f"got {self.hidden!r}")
+        widths = (self.num_inputs, *self.hidden, self.num_outputs)
+        largest = max(a * b for a, b in zip(widths, widths[1:], strict=False))
+        if largest >= _MAX_ARRAY:
+            raise ValueError(f"hidden {list(self.hidden)!r} makes a weight array of {largest:,} "
+                             f"elements; MXNet 1.9.1's builds hold at most {_MAX_ARRAY - 1:,}")
         if self.activation not in ("relu", "tanh", "sigmoid", "softrelu"):
             raise ValueError(f"unknown activation {self.activation!r}")
         if self.likelihood not in ("softmax", "bernoulli"):
@@ -205,6 +222,9 @@ class TrainConfig:
         if self.likelihood == "softmax" and self.num_outputs < 2:
             raise ValueError("the softmax likelihood needs num_outputs >= 2")
         positive_float("lr")
+        if self.lr * max(self.rho_lr_mult, 1.0) > _FLOAT32_MAX:
+            raise ValueError(f"lr must fit in float32 (at most {_FLOAT32_MAX:.3g}, with "
+                             f"rho_lr_mult), got {self.lr!r}")
         positive_float("mu_scale")
         if self.engine not in ("auto", "fused", "reference"):
             raise ValueError(f"engine must be 'auto', 'fused' or 'reference', "
@@ -325,6 +345,8 @@ def _check_arrays(name, X, y, config, task=None):
     if X.ndim < 2:
         raise ValueError(f"{name} inputs must have an examples axis and the input's axes, "
                          f"(N, ...), got {X.shape}")
+    if name == "training" and X.shape[0] == 0:
+        raise ValueError(f"the training inputs hold no examples (shape {X.shape})")
     if not np.isfinite(X).all():
         raise ValueError(f"{name} inputs contain NaN or infinity")
     if task is not None and task[0] == "targets":
@@ -522,26 +544,6 @@ def _check_resume_setup(meta, setup, path):
                 f"draw other weight noise and not continue the same run"
                 + (" (is the C++ compiler missing, or BBB_GLUON_FUSED=0 set?)"
                    if name == "engine" else ""))
-
-
-@contextlib.contextmanager
-def _catch_sigint():
-    """Turn Ctrl-C into a flag checked between batches, so a step is never cut in half."""
-    state = {"stop": False}
-    if threading.current_thread() is not threading.main_thread():
-        yield state
-        return
-
-    def handler(signum, frame):
-        if state["stop"]:  # a second Ctrl-C: stop at once
-            raise KeyboardInterrupt
-        state["stop"] = True
-
-    previous = signal.signal(signal.SIGINT, handler)
-    try:
-        yield state
-    finally:
-        signal.signal(signal.SIGINT, previous)
 
 
 def fit(config, train, valid=None, run_dir=None, ctx=None, resume=False, progress=True,
@@ -747,9 +749,9 @@ def fit(config, train, valid=None, run_dir=None, ctx=None, resume=False, progres
         arrays, meta = _read_checkpoint(latest_path)
         _check_resume_config(meta["config"], config, latest_path)
         if config.epochs < meta["epoch"]:
-            raise ValueError(f"{run_dir} has already finished {meta['epoch']} epochs; resume "
-                             f"with epochs >= {meta['epoch']} (equal: end the run there, "
-                             f"dropping a partly trained epoch), not {config.epochs}")
+            raise CheckpointError(f"{run_dir} has already finished {meta['epoch']} epochs; resume "
+                                  f"with epochs >= {meta['epoch']} (equal: end the run there, "
+                                  f"dropping a partly trained epoch), not {config.epochs}")
         try:
             _set_model_arrays(arrays, net, posterior, latest_path, loss)
         except PosteriorMismatchError as e:
@@ -779,7 +781,7 @@ def fit(config, train, valid=None, run_dir=None, ctx=None, resume=False, progres
     all_stop = False  # distributed: a Ctrl-C seen by any worker at the last report
     interrupted = False
     best_arrays = None
-    with _catch_sigint() as sig, using_threads(per_context(train_threads(), ctxs), ctxs):
+    with stop_requests() as sig, using_threads(per_context(train_threads(), ctxs), ctxs):
         for epoch in range(start_epoch, config.epochs):
             skip = start_batch if epoch == start_epoch else 0
             # Running sums stay on the device; the host reads them every log_every batches.
@@ -841,7 +843,7 @@ def fit(config, train, valid=None, run_dir=None, ctx=None, resume=False, progres
                         # Every worker stops, or fails, at the same batch: one that went
                         # on alone would wait for the others' gradients for ever.
                         bad, stop = group.allreduce([float(first_bad.asscalar()) >= 0,
-                                                     bool(sig["stop"])])
+                                                     sig.requested])
                         if bad:
                             _raise_if_diverged(first_bad, acc_nll, acc_cplx, epoch, run_dir,
                                                elsewhere=True)
@@ -855,7 +857,7 @@ def fit(config, train, valid=None, run_dir=None, ctx=None, resume=False, progres
                     bar.set_postfix(nll=f"{n / ((i + 1) * here):.4f}",
                                     complexity=f"{kl:.4g}", refresh=False)
                 bar.update(1)
-                stop_now = all_stop if group.distributed else sig["stop"]
+                stop_now = all_stop if group.distributed else sig.requested
                 if stop_now or (stop_after_batches is not None
                                 and batches_done >= stop_after_batches):
                     stopped_at = i + 1
@@ -896,7 +898,7 @@ def fit(config, train, valid=None, run_dir=None, ctx=None, resume=False, progres
                     _save_checkpoint(best_path, net, posterior, None, meta, loss)
                 _save_checkpoint(latest_path, net, posterior, [trainer, *others], meta, loss)
                 _write_history(run_dir, history)
-            if (all_stop if group.distributed else sig["stop"]) or (
+            if (all_stop if group.distributed else sig.requested) or (
                     stop_after_batches is not None and batches_done >= stop_after_batches
                     and epoch + 1 < config.epochs):
                 interrupted = True
@@ -911,6 +913,7 @@ def fit(config, train, valid=None, run_dir=None, ctx=None, resume=False, progres
         exc = TrainingInterrupted(
             f"training stopped; checkpoint in {run_dir}" if run_dir else "training stopped")
         exc.result = result
+        exc.signum = sig.signum or signal.SIGINT
         raise exc
     return result
 

@@ -1,9 +1,12 @@
+import ctypes
 import os
 import random
+import time
 from pathlib import Path
 
 import mxnet as mx
 import numpy as np
+import psutil
 import pytest
 
 
@@ -65,3 +68,99 @@ def fused_kernels():
         if os.environ.get("BBB_GLUON_REQUIRE_FUSED"):
             pytest.fail(msg)
         pytest.skip(msg)
+
+
+# --------------------------------------------------------------------------- processes
+
+_PR_SET_CHILD_SUBREAPER = 36
+
+
+def pytest_configure(config):
+    # Orphans of what a test starts (a launcher's workers once the launcher has died) come
+    # back to this process instead of init, so the check below finds them.
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
+
+
+def _descendants():
+    try:
+        return {p.pid: p for p in psutil.Process().children(recursive=True)}
+    except psutil.Error:
+        return {}
+
+
+def _reap(pid):
+    try:
+        os.waitpid(pid, os.WNOHANG)
+    except ChildProcessError:
+        pass
+
+
+@pytest.fixture(autouse=True)
+def _no_process_left():
+    """Every process a test starts is gone when it ends, on failure and time-out too:
+    what is left after a short grace is killed, and the test fails naming it."""
+    before = set(_descendants())
+    yield
+    deadline = time.monotonic() + 10
+    while True:
+        left = {pid: p for pid, p in _descendants().items() if pid not in before}
+        running = []
+        for pid, p in left.items():
+            try:
+                if p.status() == psutil.STATUS_ZOMBIE:
+                    _reap(pid)
+                else:
+                    running.append(p)
+            except psutil.Error:
+                pass
+        if not running or time.monotonic() > deadline:
+            break
+        time.sleep(0.1)
+    if running:
+        described = []
+        for p in running:
+            try:
+                described.append(f"{p.pid} {' '.join(p.cmdline())[:120]}")
+                p.kill()
+            except psutil.Error:
+                continue
+        psutil.wait_procs(running, timeout=5)
+        for p in running:
+            _reap(p.pid)
+        pytest.fail("the test left processes running (now killed):\n" + "\n".join(described))
+
+
+# --------------------------------------------------------------------------- disk faults
+
+
+@pytest.fixture
+def failing_disk(monkeypatch):
+    """``failing_disk(suffix, nth=1, error=errno.ENOSPC)``: the nth atomic write of a file
+    whose path ends with ``suffix`` fails half-way, as a full disk (or EIO) makes it fail:
+    the temporary file exists and is partly written when the error comes."""
+    import errno
+
+    from bbb_gluon import _files
+
+    real = _files.atomic_write
+    plans = []
+
+    def atomic(path, write, suffix=""):
+        for plan in plans:
+            if str(path).endswith(plan["suffix"]):
+                plan["seen"] += 1
+                if plan["seen"] == plan["nth"]:
+                    def broken(tmp, code=plan["error"]):
+                        with open(tmp, "wb") as f:
+                            f.write(b"partial")
+                        raise OSError(code, os.strerror(code))
+                    return real(path, broken, suffix)
+        return real(path, write, suffix)
+
+    monkeypatch.setattr(_files, "atomic_write", atomic)
+
+    def fail(suffix, nth=1, error=errno.ENOSPC):
+        plans.append({"suffix": suffix, "nth": nth, "error": error, "seen": 0})
+
+    return fail

@@ -2,10 +2,13 @@
 
     python dist_worker.py MODE OUT MODEL ENGINE
 
+    python dist_worker.py MODE OUT MODEL ENGINE [EPOCHS]
+
 MODE: ``fit`` trains and saves this rank's parameters to ``OUT/rank<r>.npz``; ``stop``
 trains into the run folder ``OUT/run`` and is interrupted after 7 batches; ``resume``
-continues that run to the end and saves as ``fit`` does; ``die`` kills itself (rank 1)
-while the others wait on a gradient exchange; ``hang`` never ends.
+continues that run to the end (or to EPOCHS) and saves as ``fit`` does; ``long`` trains
+into ``OUT/run`` for 1000 epochs (for a test to kill a peer in); ``die`` kills itself
+(rank 1) while the others wait on a gradient exchange; ``hang`` never ends.
 """
 
 import json
@@ -57,9 +60,14 @@ def main():
         value.wait_to_read()
         return 0
     splits = data()
-    run_dir = os.path.join(out, "run") if mode in ("stop", "resume") else None
+    run_dir = os.path.join(out, "run") if mode in ("stop", "resume", "long") else None
+    cfg = config(model, engine)
+    if mode == "long":
+        cfg.epochs = 1000
+    if len(sys.argv) > 5:
+        cfg.epochs = int(sys.argv[5])
     try:
-        result = fit(config(model, engine), splits.train, splits.valid, run_dir=run_dir,
+        result = fit(cfg, splits.train, splits.valid, run_dir=run_dir,
                      ctx=mx.cpu(0), kvstore=kv, progress=False, resume=mode == "resume",
                      stop_after_batches=7 if mode == "stop" else None)
     except TrainingInterrupted:

@@ -352,6 +352,16 @@ def test_an_existing_run_is_not_overwritten(env, kernels, tmp_path):
                           progress=False)
 
 
+def assert_resumes_to(whole, env, folder, t):
+    """The checkpoint in ``folder`` is at step ``t``, and resuming it gives ``whole``."""
+    with np.load(folder / "checkpoint.npz") as z:
+        assert int(z["t"]) == t
+    resumed = bandit.run_bandit(None, env, out=folder, resume=True, progress=False, chunk=7,
+                                checkpoint_every=10)
+    for name in ("rows", "actions", "rewards", "regret"):
+        np.testing.assert_array_equal(getattr(resumed, name), getattr(whole, name))
+
+
 def test_resume_gives_the_uninterrupted_result(env, kernels, tmp_path, monkeypatch):
     config = small(steps=50, seeds=(0, 1))
     whole = bandit.run_bandit(config, env, out=tmp_path / "whole", progress=False, chunk=7,
@@ -371,12 +381,7 @@ def test_resume_gives_the_uninterrupted_result(env, kernels, tmp_path, monkeypat
                           checkpoint_every=10)
     monkeypatch.setattr(bandit.StackedAgents, "run", real)
     assert not (tmp_path / "cut" / "metrics.json").exists()
-    with np.load(tmp_path / "cut" / "checkpoint.npz") as z:
-        assert int(z["t"]) == 20
-    resumed = bandit.run_bandit(None, env, out=tmp_path / "cut", resume=True, progress=False,
-                                chunk=7, checkpoint_every=10)
-    for name in ("rows", "actions", "rewards", "regret"):
-        np.testing.assert_array_equal(getattr(resumed, name), getattr(whole, name))
+    assert_resumes_to(whole, env, tmp_path / "cut", 20)
     with np.load(tmp_path / "whole" / "checkpoint.npz") as a, \
             np.load(tmp_path / "cut" / "checkpoint.npz") as b:
         for k in bandit.StackedAgents.STATE:
@@ -444,3 +449,59 @@ def test_complexity_over_changes_only_the_bayesian_agents(env, kernels):
     # past step 2 the buffer holds 2 items but 3..6 interactions were seen
     assert np.abs(runs["seen"].rho[0] - runs["buffer"].rho[0]).max() > 1e-4
     np.testing.assert_array_equal(runs["seen"].mu[1], runs["buffer"].mu[1])
+
+
+def test_a_failing_checkpoint_write_names_the_file_and_resume_works(env, kernels, tmp_path,
+                                                                    failing_disk):
+    from bbb_gluon import FileWriteError
+
+    config = small(steps=50, seeds=(0, 1))
+    whole = bandit.run_bandit(config, env, out=tmp_path / "whole", progress=False, chunk=7,
+                              checkpoint_every=10)
+    failing_disk("checkpoint.npz", nth=3)  # the write at step 30
+    with pytest.raises(FileWriteError, match="could not write .*checkpoint.npz: No space"):
+        bandit.run_bandit(config, env, out=tmp_path / "cut", progress=False, chunk=7,
+                          checkpoint_every=10)
+    assert not list((tmp_path / "cut").glob(".tmp-*"))
+    assert_resumes_to(whole, env, tmp_path / "cut", 20)  # the previous checkpoint, intact
+
+
+def test_a_failing_result_write_keeps_the_checkpoint(env, kernels, tmp_path, failing_disk):
+    from bbb_gluon import FileWriteError
+
+    config = small(steps=20)
+    failing_disk("metrics.json")
+    with pytest.raises(FileWriteError, match="metrics.json"):
+        bandit.run_bandit(config, env, out=tmp_path, progress=False, checkpoint_every=10)
+    with np.load(tmp_path / "checkpoint.npz") as z:
+        assert int(z["t"]) == 20
+    result = bandit.run_bandit(None, env, out=tmp_path, resume=True, progress=False)
+    assert (tmp_path / "metrics.json").is_file() and result.regret.shape[-1] == 20
+
+
+def test_ctrl_c_stops_at_a_chunk_with_a_checkpoint_and_resume_continues(env, kernels,
+                                                                        tmp_path,
+                                                                        monkeypatch):
+    import os
+    import signal
+
+    config = small(steps=50, seeds=(0, 1))
+    whole = bandit.run_bandit(config, env, out=tmp_path / "whole", progress=False, chunk=7,
+                              checkpoint_every=10)
+    real = bandit.StackedAgents.run
+    calls = {"n": 0}
+
+    def interrupted(self, n, threads=None):
+        calls["n"] += 1
+        if calls["n"] == 5:  # a Ctrl-C while the kernels run steps 21 to 27 (chunks
+            # end at 7, 10, 17, 20, 27: a chunk never crosses a checkpoint)
+            os.kill(os.getpid(), signal.SIGINT)
+        return real(self, n, threads)
+
+    monkeypatch.setattr(bandit.StackedAgents, "run", interrupted)
+    with pytest.raises(bandit.BanditInterrupted, match="stopped at step 27") as info:
+        bandit.run_bandit(config, env, out=tmp_path / "cut", progress=False, chunk=7,
+                          checkpoint_every=10)
+    assert info.value.t == 27 and info.value.exit_status == 130
+    monkeypatch.setattr(bandit.StackedAgents, "run", real)
+    assert_resumes_to(whole, env, tmp_path / "cut", 27)

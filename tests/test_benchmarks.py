@@ -79,3 +79,12 @@ def test_step_profile_runs():
                           timeout=600)
     assert done.returncode == 0, done.stderr[-2000:]
     assert "bbb_update" in done.stdout and "adam_update" in done.stdout
+
+
+def test_memory_benchmark_runs():
+    done = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "bench_memory.py"),
+                           "--tiny", "--samples", "2"], capture_output=True, text=True,
+                          timeout=600)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "every peak within its bound" in done.stdout
+    assert done.stdout.count("predict_proba") == 2 and done.stdout.count("evaluate ") == 2

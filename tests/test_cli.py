@@ -15,11 +15,14 @@ import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
 import mxnet as mx
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 import bbb_gluon.training
 from bbb_gluon.cli import main
@@ -607,3 +610,197 @@ def test_bandit_without_data_says_where_to_put_it(tmp_path, capsys):
     err = capsys.readouterr().err
     assert "agaricus-lepiota.data" in err and "mushroom" in err
     assert not (tmp_path / "b").exists()
+
+
+# --------------------------------------------------------------------------- a failing disk
+
+
+@pytest.mark.parametrize("command, target", [
+    (["evaluate", "--samples", "2", "--ood", "none"], "evaluation.json"),
+    (["evaluate", "--samples", "2", "--ood", "none"], "reliability.png"),
+    (["prune", "--fractions", "0,0.5"], "pruning.csv"),
+    (["prune", "--fractions", "0,0.5"], "weight_statistics.json"),
+])
+def test_a_failing_write_is_one_line_naming_the_file_and_loses_nothing(run_copy,
+                                                                       failing_disk,
+                                                                       command, target):
+    before = snapshot(run_copy)
+    failing_disk(target)
+    status, _, stderr = run_in_process([command[0], str(run_copy), *command[1:]])
+    assert status == 1, stderr
+    lines = [line for line in stderr.splitlines() if line.strip()]
+    assert len(lines) == 1 and "Traceback" not in stderr, stderr
+    assert re.search(f"error: could not write .*{re.escape(target)}: No space left on device",
+                     lines[0]), lines[0]
+    after = snapshot(run_copy)
+    assert not (run_copy / target).exists()
+    assert {k: v for k, v in after.items() if k in before} == before  # nothing replaced
+    assert not [k for k in after if ".tmp-" in k]
+    # The disk has room again: the same command finishes (what it wrote before the
+    # failure is its own output, so --force).
+    status, _, stderr = run_in_process([command[0], str(run_copy), *command[1:], "--force"])
+    assert status == 0, stderr
+    assert (run_copy / target).is_file()
+
+
+# --------------------------------------------------------------------------- odd input
+
+ODD_INT = ["-1", "0", "1", "2", "abc", "1.5", "", "nan", "-99999999999", "1e3", " 3"]
+ODD_FLOAT = ["-1", "0", "1e-3", "0.5", "nan", "inf", "-inf", "abc", "", "1e308", "-0"]
+# Values are drawn from these; every command is kept small (--subset, --steps), so that an
+# accepted combination runs in about a second.
+TRAIN_OPTIONS = {
+    "--epochs": ["-1", "0", "1", "abc", "", "1.5"],
+    "--hidden": ["8", "0", "-3", "8,8", "abc", "", "8,,8", "99999999999", "8,-1"],
+    "--batch-size": ODD_INT + ["99999999999"],
+    "--lr": ODD_FLOAT, "--pi": ODD_FLOAT + ["1", "1.5"], "--log-sigma1": ODD_FLOAT,
+    "--log-sigma2": ODD_FLOAT, "--prior-sigma": ODD_FLOAT, "--mu-scale": ODD_FLOAT,
+    "--dropout": ODD_FLOAT + ["1"], "--lr-decay-factor": ODD_FLOAT,
+    "--samples": ["-1", "0", "1", "2", "abc"],
+    "--rho-init": ["-3", "-3,-4", "-4,-3", "abc", "nan", "-3,nan", "inf", "-3,-3"],
+    "--weighting": ["uniform", "blundell", "0.5", "-1", "nan", "abc", "inf"],
+    "--num-valid": ["-1", "0", "100", "199", "200", "abc", "99999999999"],
+    "--seed": ODD_INT, "--lr-decay-epochs": ["1", "0", "2,1", "abc", "", "1,1"],
+    "--dataset": ["mnist", "fashion-mnist", "cifar", ""],
+    "--model": ["bbb", "plain", "dropout", "x"],
+    "--activation": ["relu", "tanh", "x"], "--prior": ["gaussian", "scale_mixture", "x"],
+    "--complexity": ["mc", "kl", "x"], "--optimizer": ["adam", "sgd", "x"],
+    "--ctx": ["cpu", "gpu", "cpu:0,cpu:0", "cpu:x", "", "cpu:0,cpu:1", "tpu"],
+    "--kvstore": ["local", "device", "dist_sync", "x"],
+    "--eval-samples": ["-1", "0", "2", "abc"], "--test-samples": ["-1", "0", "2", "abc"],
+    "--transform": ["126", "255", "standardize", "x"],
+    "--engine": ["auto", "fused", "reference", "x"],
+    "--loss-reduction": ["mean", "sum", "x"], "--rho-lr-mult": ODD_FLOAT,
+}
+BANDIT_OPTIONS = {
+    "--steps": ["-1", "0", "1", "20", "abc"], "--seeds": ["-1", "0", "1", "abc"],
+    "--first-seed": ["-1", "0", "3", "abc"], "--threads": ["-1", "0", "1", "abc"],
+    "--buffer": ["-1", "0", "1", "16", "abc"], "--updates": ["-1", "0", "1", "abc"],
+    "--batch": ["-1", "0", "1", "8", "abc", "99"], "--hidden": ["-1", "0", "4", "abc"],
+    "--act-samples": ["-1", "0", "1", "2", "abc"], "--optimizer": ["adam", "sgd", "x"],
+    "--lr": ODD_FLOAT, "--prior": ["mixture", "gaussian", "x"], "--pi": ODD_FLOAT,
+    "--log-sigma1": ODD_FLOAT, "--log-sigma2": ODD_FLOAT, "--prior-sigma": ODD_FLOAT,
+    "--noise-sigma": ODD_FLOAT, "--mu-init": ODD_FLOAT, "--rho-init": ODD_FLOAT,
+    "--complexity-over": ["seen", "buffer", "x"],
+}
+RUN_OPTIONS = {
+    "evaluate": {"--samples": ["-1", "0", "2", "abc"], "--bins": ["-1", "0", "3", "abc"],
+                 "--ood": ["none", "mnist", "fashion-mnist", "x"],
+                 "--checkpoint": ["best", "latest", "x"], "--ctx": ["cpu", "gpu", "cpu:1,cpu:2"]},
+    "prune": {"--fractions": ["0,0.5", "", "abc", "-0.1", "1.5", "nan", "0,,1", "1"],
+              "--checkpoint": ["best", "latest", "x"], "--ctx": ["cpu", "gpu", "x"]},
+}
+
+
+def _assert_clean_outcome(status, stderr, accepted=(0,)):
+    """Accepted and run, or refused: exit 2 with one line. Never a traceback."""
+    assert "Traceback" not in stderr, stderr
+    if status in accepted:
+        return
+    assert_usage_error(status, stderr)
+
+
+def _argv(draw, options, keys):
+    argv = []
+    for key in keys:
+        argv += [f"{key}={draw(st.sampled_from(options[key]))}"]
+    return argv
+
+
+@st.composite
+def train_argv(draw):
+    keys = draw(st.lists(st.sampled_from(sorted(TRAIN_OPTIONS)), min_size=1, max_size=6,
+                         unique=True))
+    return _argv(draw, TRAIN_OPTIONS, keys)
+
+
+@st.composite
+def bandit_argv(draw):
+    keys = draw(st.lists(st.sampled_from(sorted(BANDIT_OPTIONS)), min_size=1, max_size=6,
+                         unique=True))
+    return _argv(draw, BANDIT_OPTIONS, keys)
+
+
+@st.composite
+def run_argv(draw):
+    command = draw(st.sampled_from(sorted(RUN_OPTIONS)))
+    options = RUN_OPTIONS[command]
+    keys = draw(st.lists(st.sampled_from(sorted(options)), min_size=1, max_size=4,
+                         unique=True))
+    return command, _argv(draw, options, keys)
+
+
+@pytest.mark.slow
+@settings(max_examples=60, deadline=None, derandomize=True,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(extra=train_argv())
+def test_train_takes_any_arguments_without_a_traceback(data_root, extra):
+    out = Path(tempfile.mkdtemp()) / "run"
+    try:
+        status, _, stderr = run_in_process(
+            ["train", "--subset", "200", "--hidden", "8", "--epochs", "1", "--eval-samples",
+             "0", "--test-samples", "0", "--no-progress", "--out", str(out), *extra])
+        # 3: the run diverged (an enormous learning rate), said in one line
+        _assert_clean_outcome(status, stderr, accepted=(0, 3))
+    finally:
+        shutil.rmtree(out.parent, ignore_errors=True)
+
+
+@pytest.mark.slow
+@settings(max_examples=40, deadline=None, derandomize=True,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(extra=bandit_argv())
+def test_bandit_takes_any_arguments_without_a_traceback(mushroom_root, extra):
+    out = Path(tempfile.mkdtemp()) / "bandit"
+    try:
+        status, _, stderr = run_in_process(
+            ["bandit", "--steps", "20", "--seeds", "1", "--hidden", "4", "--updates", "1",
+             "--buffer", "16", "--batch", "8", "--no-progress", "--data-dir",
+             str(mushroom_root), "--out", str(out), *extra])
+        _assert_clean_outcome(status, stderr, accepted=(0, 3))  # 3: the weights diverged
+    finally:
+        shutil.rmtree(out.parent, ignore_errors=True)
+
+
+@pytest.mark.slow
+@settings(max_examples=30, deadline=None, derandomize=True,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(drawn=run_argv())
+def test_evaluate_and_prune_take_any_arguments_without_a_traceback(trained_run, drawn):
+    command, extra = drawn
+    copy = Path(tempfile.mkdtemp()) / "run"
+    shutil.copytree(trained_run[0], copy)
+    try:
+        status, _, stderr = run_in_process([command, str(copy), *extra])
+        _assert_clean_outcome(status, stderr)
+    finally:
+        shutil.rmtree(copy.parent, ignore_errors=True)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("command", ["train", "bandit"])
+def test_every_odd_value_of_every_option_alone(data_root, mushroom_root, command, tmp_path):
+    """Each drawn value of each option on its own (the combinations above rarely isolate
+    one): accepted and run, or refused in one line; never a traceback."""
+    if command == "train":
+        base = ["train", "--subset", "200", "--hidden", "8", "--epochs", "1",
+                "--eval-samples", "0", "--test-samples", "0", "--no-progress"]
+        options, accepted = TRAIN_OPTIONS, (0, 3)
+    else:
+        base = ["bandit", "--steps", "20", "--seeds", "1", "--hidden", "4", "--updates", "1",
+                "--buffer", "16", "--batch", "8", "--no-progress", "--data-dir",
+                str(mushroom_root)]
+        options, accepted = BANDIT_OPTIONS, (0, 3)  # 3: the weights diverged
+    failures = []
+    pairs = [(key, value) for key in sorted(options) for value in options[key]]
+    for k, (key, value) in enumerate(pairs):
+        out = tmp_path / f"run{k}"
+        try:
+            status, _, stderr = run_in_process([*base, "--out", str(out), f"{key}={value}"])
+            _assert_clean_outcome(status, stderr, accepted)
+        except AssertionError:
+            failures.append(f"{key}={value}: status {status}\n{stderr[-600:]}")
+        except Exception as e:  # noqa: BLE001 - a traceback the user would have seen
+            failures.append(f"{key}={value}: {type(e).__name__}: {str(e)[-300:]}")
+        shutil.rmtree(out, ignore_errors=True)
+    assert not failures, "\n".join(failures)

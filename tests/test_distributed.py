@@ -8,7 +8,9 @@ process with two devices reaches on the same batches and noise.
 
 import json
 import os
+import signal
 import sys
+import threading
 import time
 import uuid
 from pathlib import Path
@@ -214,6 +216,55 @@ def test_a_killed_worker_stops_the_whole_run(data_root, tmp_path):
     with pytest.raises(LaunchError, match=r"worker \d \(pid \d+\) exited with status -9"):
         run_launch(data_root, "die", str(tmp_path), "bbb", "auto", timeout=120)
     assert time.monotonic() - t0 < 60  # noticed at once, not at the time limit
+
+
+def _role_pid(tag, role):
+    """The PID of the launched process of ``role`` ("server", "scheduler") in run ``tag``."""
+    for pid in _tagged_processes(tag):
+        try:
+            environ = (Path("/proc") / str(pid) / "environ").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if f"DMLC_ROLE={role}".encode() in environ:
+            return pid
+    return None
+
+
+@pytest.mark.parametrize("role", ["server", "scheduler"])
+def test_a_dead_peer_stops_the_launch_within_seconds_and_resume_continues(data_root,
+                                                                          tmp_path, role):
+    tag = f"bbb-test-{uuid.uuid4()}"
+    env = {"BBB_GLUON_DATA": str(data_root), "BBB_TEST_TAG": tag}
+    killed = {}
+
+    def kill_mid_run():
+        deadline = time.monotonic() + LIMIT
+        while not (tmp_path / "run" / "history.csv").exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        time.sleep(0.3)  # in the middle of a later epoch
+        killed["pid"] = _role_pid(tag, role)
+        killed["at"] = time.monotonic()
+        os.kill(killed["pid"], signal.SIGKILL)
+
+    killer = threading.Thread(target=kill_mid_run, daemon=True)
+    killer.start()
+    with pytest.raises(LaunchError) as info:
+        launch([sys.executable, WORKER, "long", str(tmp_path), "bbb", "auto"], 2, 1,
+               timeout=LIMIT, threads=1, env=env, echo=False)
+    took = time.monotonic() - killed["at"]
+    killer.join()
+    assert took < 20, f"noticed after {took:.1f} s"
+    name = "scheduler" if role == "scheduler" else "server 0"
+    assert f"{name} (pid {killed['pid']}) exited with status -9" in str(info.value)
+    time.sleep(0.5)
+    assert _tagged_processes(tag) == []
+    _, _, _, meta = load_run(tmp_path / "run", "latest")
+    done = meta["epoch"]
+    assert done >= 1 and meta["workers"] == 2
+    before = json.loads((tmp_path / "run" / "history.json").read_text())[:done]
+    assert run_launch(data_root, "resume", str(tmp_path), "bbb", "auto", str(done + 1)) == 0
+    history = json.loads((tmp_path / "run" / "history.json").read_text())
+    assert len(history) == done + 1 and history[:done] == before
 
 
 def test_the_time_limit_stops_every_process(data_root, tmp_path):

@@ -409,3 +409,56 @@ def test_gaussian_likelihood_returns_the_outputs_per_sample():
     means = predict_proba(net, X, posterior, 0, likelihood="gaussian")
     with use_means(net, posterior):
         np.testing.assert_allclose(means, net(mx.nd.array(X)).asnumpy(), rtol=1e-6)
+
+
+@pytest.mark.parametrize("X, message", [
+    (np.zeros((0, 6), np.float32), "no examples"),
+    (np.full((4, 6), np.nan, np.float32), "NaN or infinity"),
+    (np.array([1.0, np.inf] * 12, np.float32).reshape(4, 6), "NaN or infinity"),
+    (np.zeros(6, np.float32), "examples axis first"),
+], ids=["empty", "nan", "inf", "one-axis"])
+@pytest.mark.parametrize("predict", ["proba", "samples"])
+def test_bad_inputs_are_refused_naming_x(X, message, predict):
+    from bbb_gluon.prediction import predict_proba, predict_samples
+
+    net, posterior = make_net()
+    with pytest.raises(ValueError, match=f"X.*{message}|{message}.*"):
+        if predict == "proba":
+            predict_proba(net, X, posterior, 3)
+        else:
+            predict_samples(net, posterior, X, 3)
+
+
+def test_large_inputs_are_predicted_in_passes(monkeypatch):
+    from bbb_gluon import prediction
+    from bbb_gluon.prediction import predict_proba, predict_samples, uncertainty
+
+    net, posterior = make_net()
+    X = np.random.default_rng(0).normal(size=(230, 6)).astype(np.float32)
+    whole_means = predict_proba(net, X, posterior, 0)
+    monkeypatch.setattr(prediction, "PASS_EXAMPLES", 100)  # three passes: 100, 100, 30
+    np.testing.assert_array_equal(predict_proba(net, X, posterior, 0), whole_means)
+    mc = predict_proba(net, X, posterior, 200)
+    assert mc.shape == (230, 3) and np.allclose(mc.sum(axis=1), 1, atol=1e-5)
+    assert np.abs(mc - whole_means).max() < 0.2  # an average over weight samples
+    samples = predict_samples(net, posterior, X, 4)
+    assert samples.shape == (4, 230, 3)
+    u = uncertainty(net, posterior, X, 8, keep_samples=False)
+    assert "sample_probs" not in u
+    assert {k: v.shape for k, v in u.items()} == {
+        "probs": (230, 3), "predictive_entropy": (230,), "expected_entropy": (230,),
+        "mutual_information": (230,), "std": (230, 3)}
+    np.testing.assert_allclose(u["mutual_information"],
+                               u["predictive_entropy"] - u["expected_entropy"], atol=1e-12)
+
+
+def test_keep_samples_false_gives_the_same_measures():
+    from bbb_gluon.prediction import uncertainty
+
+    net, posterior = make_net(seed=4)
+    X = np.random.default_rng(1).normal(size=(50, 6)).astype(np.float32)
+    full = uncertainty(net, posterior, X, 6)
+    net, posterior = make_net(seed=4)
+    lean = uncertainty(net, posterior, X, 6, keep_samples=False)
+    for k, v in lean.items():
+        np.testing.assert_array_equal(v, full[k])

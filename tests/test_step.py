@@ -242,3 +242,19 @@ def test_check_finite_names_what_went_wrong(engine):
         huge(Xb * 1e3, yb, i)
     with pytest.raises(NotFiniteError, match="step calls 1 to 3"):
         huge.check_finite()
+
+
+@pytest.mark.parametrize("engine", ["fused", "reference"])
+@pytest.mark.parametrize("X_shape, y_shape, batch_size", [
+    ((16, 12), (15,), None), ((16, 12), (1,), None), ((16, 12), (16,), 8)],
+    ids=["mismatched", "one-label", "batch-too-small"])  # (MXNet has no empty NDArray)
+def test_a_bad_batch_is_refused_before_any_update(engine, X_shape, y_shape, batch_size):
+    net = mlp(mx.cpu(), outputs=5)
+    posterior = Posterior(net, seed=0)
+    trainer = gluon.Trainer(posterior.params, "sgd", {"learning_rate": 0.1})
+    step = BBBStep(net, posterior, MIXTURE, "softmax", trainer, num_batches=2, engine=engine)
+    before = [m.asnumpy() for m in posterior.mu()]
+    with pytest.raises(ValueError, match="X and y|batch_size"):
+        step(mx.nd.zeros(X_shape), mx.nd.zeros(y_shape), batch_size=batch_size)
+    for a, b in zip(before, posterior.mu(), strict=True):
+        np.testing.assert_array_equal(a, b.asnumpy())

@@ -1176,3 +1176,44 @@ def test_a_loss_with_its_own_parameters_is_trained_and_checkpointed(tmp_path):
     assert posterior.keys == ["0.weight", "0.bias", "1.weight", "1.bias"]
     with pytest.raises(ValueError, match="loss.initialize"):
         fit(config, (X, y), progress=False, net=make()[0], loss=_LearnedNoiseNLL())
+
+
+# --------------------------------------------------------------------------- a failing disk
+
+
+@pytest.mark.parametrize("target", ["latest.params", "best.params", "history.csv",
+                                    "history.json"])
+def test_a_failing_write_stops_fit_naming_the_file_and_resume_works(mnist_300, tmp_path,
+                                                                    failing_disk, target):
+    from bbb_gluon import FileWriteError
+
+    full = fit(tiny(epochs=3), mnist_300.train, mnist_300.valid, run_dir=tmp_path / "a",
+               progress=False)
+    run = tmp_path / "b"
+    fit(tiny(epochs=1), mnist_300.train, mnist_300.valid, run_dir=run, progress=False)
+    kept = snapshot(run)
+    failing_disk(target, nth=1)  # the next write of it: at the end of epoch 2
+    with pytest.raises(FileWriteError, match=f"could not write .*{re.escape(target)}: "
+                                             "No space left on device") as info:
+        fit(tiny(epochs=3), mnist_300.train, mnist_300.valid, run_dir=run, resume=True,
+            progress=False)
+    assert info.value.filename.endswith(target)
+    assert no_temp_files(run) == []
+    now = snapshot(run)
+    # The file that failed is as it was, and so is everything written after it would be.
+    failed = next(k for k in kept if k.endswith(target))
+    assert now[failed] == kept[failed]
+    assert load_run(run, "latest")[3]["epoch"] in (1, 2)
+    resumed = fit(tiny(epochs=3), mnist_300.train, mnist_300.valid, run_dir=run,
+                  resume=True, progress=False)
+    assert_same_history(resumed.history, full.history)
+    assert_same_history(json.loads((run / "history.json").read_text()), full.history)
+    assert_same_params(resumed, full)
+
+
+def test_an_empty_training_set_is_refused_before_any_work(mnist_300, tmp_path):
+    X, y = mnist_300.train
+    with pytest.raises(ValueError, match="training inputs hold no examples"):
+        fit(tiny("bbb"), (X[:0], y[:0]), mnist_300.valid, run_dir=tmp_path / "run",
+            progress=False)
+    assert not (tmp_path / "run").exists()
