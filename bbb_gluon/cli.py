@@ -10,6 +10,7 @@ import argparse
 import json
 import math
 import os
+import signal
 import sys
 import textwrap
 import time
@@ -40,6 +41,18 @@ RECIPES = {
 
 class UsageError(Exception):
     """A problem with what the user asked for (reported as one line)."""
+
+
+_PROGRAM = {"running": False}  # main() runs as the program (not called from Python)
+
+
+def _stop_listening():
+    """The program is stopping after Ctrl-C: more Ctrl-C (or SIGTERM) while it prints and
+    exits changes nothing, instead of killing it half-way with another status. (Only as a
+    program: a Python caller of main() keeps its handlers.)"""
+    if _PROGRAM["running"]:
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            signal.signal(sig, signal.SIG_IGN)
 
 
 def _checked(function, *args, **kwargs):
@@ -338,6 +351,7 @@ def cmd_train(args):
                                    "evaluation": {"test_samples": test_samples}},
                      test=splits.test if data_args.get("monitor_test") else None)
     except TrainingInterrupted as e:
+        _stop_listening()
         if lead:
             print(f"interrupted: checkpoint saved in {out}/checkpoints; continue with "
                   f"bbb-gluon train --out {out} --resume"
@@ -479,6 +493,7 @@ def cmd_launch(args):
         print(f"bbb-gluon launch: error: {e}", file=sys.stderr)
         return EXIT_FAILURE
     except LaunchInterrupted as e:
+        _stop_listening()
         print("bbb-gluon launch: interrupted; every process of the run has stopped",
               file=sys.stderr)
         return e.exit_status
@@ -955,6 +970,7 @@ def cmd_bandit(args):
         print(f"bbb-gluon bandit: error: {e}", file=sys.stderr)
         return EXIT_DIVERGED
     except bandit.BanditInterrupted as e:
+        _stop_listening()
         print(f"interrupted: {e}; continue with bbb-gluon bandit --out {args.out} --resume",
               file=sys.stderr)
         return e.exit_status
@@ -1185,6 +1201,8 @@ def build_parser():
 
 
 def main(argv=None):
+    # The console script and ``python -m bbb_gluon`` call main() with no arguments.
+    _PROGRAM["running"] = argv is None
     parser = build_parser()
     args = parser.parse_args(argv)
     if getattr(args, "recipe", None):
@@ -1212,6 +1230,7 @@ def main(argv=None):
         print(f"bbb-gluon {args.command}: error: {e}", file=sys.stderr)
         return EXIT_FAILURE
     except KeyboardInterrupt as e:
+        _stop_listening()
         print("interrupted", file=sys.stderr)
         return getattr(e, "exit_status", EXIT_INTERRUPTED)
 

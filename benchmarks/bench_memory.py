@@ -51,6 +51,7 @@ net.add(nn.Dense(hidden, activation="relu", in_units=784),
         nn.Dense(hidden, activation="relu", in_units=hidden), nn.Dense(10, in_units=hidden))
 net.initialize(mx.init.Normal(0.05))
 posterior = Posterior(net, seed=0)
+X_ood = X[::-1].copy() if what == "evaluate" else None
 # Everything up to here is the caller's; warm the operators up on a few rows.
 predict_proba(net, X[:100], posterior, 2)
 mx.nd.waitall()
@@ -68,7 +69,7 @@ elif what == "predict_samples":
     out = predict_samples(net, posterior, X, samples)
     returned = out.nbytes
 else:
-    ev = evaluate_model(net, X, y, posterior, samples=samples, X_ood=X[::-1].copy())
+    ev = evaluate_model(net, X, y, posterior, samples=samples, X_ood=X_ood)
     returned = ev.probs.nbytes + sum(v.nbytes for u in (ev.uncertainty_in, ev.uncertainty_out)
                                      for v in u.values())
 mx.nd.waitall()
