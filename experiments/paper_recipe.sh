@@ -17,6 +17,9 @@
 #   cd ../exp-levers && setsid nohup bash ../main/experiments/paper_recipe.sh combo1200 &
 #   cd ../exp-levers && setsid nohup bash ../main/experiments/paper_recipe.sh sigma1200 &
 #   cd ../exp-levers && setsid nohup bash ../main/experiments/paper_recipe.sh adamlate &
+# The grid's finalists (final-a, final-b) run from ../exp-grid (pinned at ef1f82b, made as
+# experiments/screen.sh says), with this script as committed:
+#   cd ../exp-grid && setsid nohup bash -c "bash <(git -C ../main show COMMIT:experiments/paper_recipe.sh) final-a" &
 # Each queue runs its commands one after another, one thread each (two queues fill the
 # two cores); a run with a checkpoint is resumed, a finished one (metrics.json) skipped.
 # Logs: runs/NAME.log. Copy config.json, history.csv, metrics.json and the plots (never
@@ -65,6 +68,13 @@ case "${1:-}" in
     run adam-mixture-400-late --dataset mnist --model bbb --hidden 400,400 --prior scale_mixture \
       --pi 0.5 --log-sigma1 0 --log-sigma2 -6 --weighting blundell --rho-init -5 --lr 1e-3 \
       --epochs 600 --eval-samples 0 --test-samples 10 ;;
+  final-a)  # the paper's grid, screened at 2x400 (screen.sh): the runner-up of the e^-6 cells
+    # by max(validation error, the same with 95% removed), after the pair already run here
+    run final-pi0.5-s1e1-s2e6-1200 --recipe paper --hidden 1200,1200 --pi 0.5 \
+      --log-sigma1=-1 --log-sigma2=-6 ;;
+  final-b)  # the best cell of the middle spike, sigma2 = e^-7, by the same score
+    run final-pi0.5-s1e2-s2e7-1200 --recipe paper --hidden 1200,1200 --pi 0.5 \
+      --log-sigma1=-2 --log-sigma2=-7 ;;
   *)
-    echo "usage: paper_recipe.sh 1200|400|levers1|levers2|spike|spike1200|combo|combo1200|sigma1200|adamlate (from the pinned worktree)" >&2; exit 2 ;;
+    echo "usage: paper_recipe.sh 1200|400|levers1|levers2|spike|spike1200|combo|combo1200|sigma1200|adamlate|final-a|final-b (from the pinned worktree)" >&2; exit 2 ;;
 esac

@@ -8,13 +8,16 @@
 #
 # Runs come from a git worktree pinned at one commit, so later changes on main never change
 # a running experiment:
-#   git worktree add ../exp-grid COMMIT && (cd ../exp-grid && make setup data)
-#   cd ../exp-grid && setsid nohup bash -c '../main/experiments/screen.sh check;
-#     ../main/experiments/screen.sh grid-b' > /dev/null 2>&1 &
-#   cd ../exp-grid && setsid nohup bash ../main/experiments/screen.sh grid-a > /dev/null 2>&1 &
+#   git worktree add ../exp-grid ef1f82b && (cd ../exp-grid && make setup data)
+#   cd ../exp-grid && setsid nohup bash -c 'bash experiments/screen.sh check;
+#     bash experiments/screen.sh grid-b' > /dev/null 2>&1 &
+#   cd ../exp-grid && setsid nohup bash experiments/screen.sh grid-a > /dev/null 2>&1 &
+# (the worktree's own copy of this script, so that it is pinned too), then
+#   python experiments/screen_table.py ../exp-grid/runs/screen results/screen-grid
 # Queues: check (the committed 600-epoch settings the schedule is checked against, beside
 # the four grid cells they share), grid-a and grid-b (the rest of the paper's grid:
-# pi in {1/4, 1/2, 3/4}, -log sigma1 in {0, 1, 2}, -log sigma2 in {6, 7, 8}). One thread each; a run with a checkpoint resumes, a scored one is skipped.
+# pi in {1/4, 1/2, 3/4}, -log sigma1 in {0, 1, 2}, -log sigma2 in {6, 7, 8}). One thread
+# each; a run with a checkpoint resumes, a scored one is skipped.
 # Logs: runs/screen/NAME.log; scores: runs/screen/NAME/screen.json.
 set -u
 export BBB_GLUON_DATA="${BBB_GLUON_DATA:-$PWD/.data}" OMP_NUM_THREADS=1
