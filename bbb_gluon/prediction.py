@@ -335,9 +335,19 @@ def predict_samples(net, posterior, X, num_samples, batch_size=1000, ctx=None,
     check_int(num_samples, "num_samples", 1)
     ctx = ctx or posterior.contexts[0]
     with using_threads(predict_threads(), ctx):
-        return np.concatenate([_predict_samples(net, posterior, part, num_samples, batch_size,
-                                                ctx, likelihood)
-                               for part in _passes(X)], axis=1)
+        # Each pass goes straight into the result: a list of passes to concatenate would
+        # hold the (S, N, C) result twice.
+        out, start = None, 0
+        for part in _passes(X):
+            probs = _predict_samples(net, posterior, part, num_samples, batch_size, ctx,
+                                     likelihood)
+            if out is None:
+                if len(part) == len(X):
+                    return probs
+                out = np.empty((probs.shape[0], len(X), *probs.shape[2:]), probs.dtype)
+            out[:, start:start + len(part)] = probs
+            start += len(part)
+        return out
 
 
 def _predict_samples(net, posterior, X, num_samples, batch_size, ctx, likelihood):

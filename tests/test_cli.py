@@ -6,6 +6,7 @@ check the exit status and that stderr holds no traceback.
 """
 
 import contextlib
+import errno
 import io
 import json
 import math
@@ -615,23 +616,24 @@ def test_bandit_without_data_says_where_to_put_it(tmp_path, capsys):
 # --------------------------------------------------------------------------- a failing disk
 
 
-@pytest.mark.parametrize("command, target", [
-    (["evaluate", "--samples", "2", "--ood", "none"], "evaluation.json"),
-    (["evaluate", "--samples", "2", "--ood", "none"], "reliability.png"),
-    (["prune", "--fractions", "0,0.5"], "pruning.csv"),
-    (["prune", "--fractions", "0,0.5"], "weight_statistics.json"),
+@pytest.mark.parametrize("command, target, error", [
+    (["evaluate", "--samples", "2", "--ood", "none"], "evaluation.json", errno.ENOSPC),
+    (["evaluate", "--samples", "2", "--ood", "none"], "reliability.png", errno.EIO),
+    (["prune", "--fractions", "0,0.5"], "pruning.csv", errno.ENOSPC),
+    (["prune", "--fractions", "0,0.5"], "weight_statistics.json", errno.EROFS),
 ])
 def test_a_failing_write_is_one_line_naming_the_file_and_loses_nothing(run_copy,
                                                                        failing_disk,
-                                                                       command, target):
+                                                                       command, target,
+                                                                       error):
     before = snapshot(run_copy)
-    failing_disk(target)
+    failing_disk(target, error=error)
     status, _, stderr = run_in_process([command[0], str(run_copy), *command[1:]])
     assert status == 1, stderr
     lines = [line for line in stderr.splitlines() if line.strip()]
     assert len(lines) == 1 and "Traceback" not in stderr, stderr
-    assert re.search(f"error: could not write .*{re.escape(target)}: No space left on device",
-                     lines[0]), lines[0]
+    assert re.search(f"error: could not write .*{re.escape(target)}: "
+                     f"{re.escape(os.strerror(error))}", lines[0]), lines[0]
     after = snapshot(run_copy)
     assert not (run_copy / target).exists()
     assert {k: v for k, v in after.items() if k in before} == before  # nothing replaced
