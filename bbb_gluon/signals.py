@@ -50,9 +50,12 @@ class StopRequest:
 def stop_requests(signals=STOP_SIGNALS):
     """Within the block, ``signals`` set a flag on the :class:`StopRequest` it yields.
 
-    Only the main thread can install handlers; elsewhere the request never fires. On exit
-    the previous handlers and signal mask come back (the mask first, so that a signal in
-    between is held rather than handed to the old handler half-way).
+    Only the main thread can install handlers; elsewhere the request never fires. Within
+    the block the flag handler replaces whatever was there, an inherited ``SIG_IGN`` too (a
+    job started with ``&`` from a script ignores SIGINT; its training loop still stops on
+    it, as ``fit`` always has). On exit the previous handlers and signal mask come back
+    (the mask first, so that a signal in between is held rather than handed to the old
+    handler half-way).
     """
     state = StopRequest()
     if threading.current_thread() is not threading.main_thread():
