@@ -54,7 +54,7 @@ def atomic_write(path, write, suffix=""):
         # MXNet reports a failed write (a full disk) as MXNetError, not OSError.
         if isinstance(e, OSError | mx.base.MXNetError) and not isinstance(e, FileWriteError):
             reason = e.strerror if isinstance(e, OSError) and e.strerror else \
-                str(e).strip().splitlines()[0]
+                (str(e).strip().splitlines() or [type(e).__name__])[0]
             raise FileWriteError(getattr(e, "errno", None),
                                  f"could not write {path}: {reason}; the file that was "
                                  "there before is unchanged", path) from e
@@ -72,6 +72,9 @@ def atomic_write_text(path, text):
 
 def atomic_nd_save(path, arrays):
     """``mx.nd.save(path, arrays)``, atomically."""
+    # An error of an earlier operator surfaces at the next sync: here, not inside the
+    # write, where it would read as a failing disk.
+    mx.nd.waitall()
     atomic_write(path, lambda tmp: mx.nd.save(tmp, arrays), suffix=".params")
 
 

@@ -760,7 +760,11 @@ def run_bandit(config: BanditConfig, env: MushroomBandit, out=None, resume=False
         if resume:
             if not cfg_file.is_file():
                 raise FileNotFoundError(f"nothing to resume: {cfg_file} does not exist")
-            saved = BanditConfig.from_json(json.loads(cfg_file.read_text())["config"])
+            try:
+                saved = BanditConfig.from_json(json.loads(cfg_file.read_text())["config"])
+            except (ValueError, KeyError, TypeError) as e:  # JSONDecodeError is a ValueError
+                raise BanditCheckpointError(f"{cfg_file} is not a bandit run's configuration "
+                                            f"({type(e).__name__}: {e}); left as it is") from None
             if config is not None and config != saved:
                 diff = [k for k in saved.to_json() if saved.to_json()[k] != config.to_json()[k]]
                 raise ValueError(f"{out} holds a run with a different configuration "

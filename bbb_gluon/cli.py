@@ -475,8 +475,11 @@ def cmd_launch(args):
         raise UsageError(f"--timeout must be > 0 seconds, got {args.timeout}")
     hosts = None
     if args.host_file:
-        with open(args.host_file) as f:
-            hosts = [line.split("#")[0].strip() for line in f]
+        try:
+            with open(args.host_file) as f:
+                hosts = [line.split("#")[0].strip() for line in f]
+        except (OSError, UnicodeDecodeError) as e:
+            raise UsageError(f"--host-file {args.host_file}: cannot read it ({e})") from None
         hosts = [h for h in hosts if h]
         if not hosts:
             raise UsageError(f"{args.host_file} names no host (one per line)")

@@ -42,6 +42,9 @@ __all__ = ["WorkerGroup", "LaunchError", "LaunchInterrupted", "launch", "free_po
 _REDUCE_KEY = 1_000_003
 _REDUCE_WIDTH = 8
 DIST_TYPES = ("dist_sync", "dist_sync_device")
+# Exit statuses of a worker that stopped on a forwarded Ctrl-C or SIGTERM: saved, or ended
+# by the signal itself (a program that does not catch it).
+_STOPPED = (0, 130, 143, -signal.SIGINT, -signal.SIGTERM)
 
 
 class WorkerGroup:
@@ -197,7 +200,7 @@ def _address(host):
     host = host.rsplit("@", 1)[-1]
     try:
         return socket.gethostbyname(host)
-    except OSError:
+    except (OSError, UnicodeError):  # UnicodeError: a label longer than 63 characters
         return host
 
 
@@ -420,10 +423,20 @@ def _watch(processes, timeout, interrupt_grace, stop):
     workers = [p for p in processes if p.role == "worker"]
     others = [p for p in processes if p.role != "worker"]
     interrupted_at = None
+    forwarded = 0  # signals forwarded to the workers
     while True:
+        if stop.count >= 2 and forwarded == 1:
+            # Ctrl-C again: SIGTERM, which a worker that never listened (a program of the
+            # user's own, where the SIGINT stays held) cannot hold; fit takes it as the
+            # same request.
+            forwarded = 2
+            for p in workers:
+                if p.popen.poll() is None:
+                    _signal_group(p, signal.SIGTERM)
         if stop.requested and interrupted_at is None:
             # Ctrl-C: the workers save a checkpoint at their next report and stop together.
             interrupted_at = time.monotonic()
+            forwarded = 1
             for p in workers:
                 if p.popen.poll() is None:
                     _signal_group(p, signal.SIGINT)
@@ -444,7 +457,13 @@ def _watch(processes, timeout, interrupt_grace, stop):
                 raise _failure(culprit, f"exited with status {culprit.popen.returncode}")
         if done:
             if interrupted_at is not None:
+                # A worker that failed while stopping (its checkpoint could not be
+                # written) is a failure, not a clean stop.
+                failed = [p for p in workers if p.popen.returncode not in _STOPPED]
                 _stop(processes)
+                if failed:
+                    raise _failure(failed[0], "exited with status "
+                                   f"{failed[0].popen.returncode} while stopping on Ctrl-C")
                 raise LaunchInterrupted("launch interrupted", stop.signum)
             # The scheduler and the servers leave once the last worker has; give them
             # a moment, then make sure.

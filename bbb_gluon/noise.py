@@ -64,18 +64,22 @@ class NoiseSource:
         """The next block of ``stream`` as a NumPy float32 array of shape ``(size,)``."""
         with self._lock:
             counter = self._counters.get(stream, 0)
-            pending = self._pending.get(stream)
-        future = pending[1] if pending is not None and pending[0] == counter else None
-        # Wait before taking the counter: an exception while waiting (Ctrl-C in a loop of
-        # the user's own) leaves the sequence where it was.
-        if future is not None:
-            block = future.result()
-        else:
-            block = _draw(self.seed, self.global_stream(stream), counter, self.size)
-        with self._lock:
             self._counters[stream] = counter + 1
+            pending = self._pending.pop(stream, None)
+            future = pending[1] if pending is not None and pending[0] == counter else None
             self._pending[stream] = (counter + 1, self._submit(stream, counter + 1))
-        return block
+        try:
+            if future is not None:
+                return future.result()
+            return _draw(self.seed, self.global_stream(stream), counter, self.size)
+        except BaseException:
+            # Ctrl-C while waiting, in a loop of the user's own: give the block back, so
+            # the sequence goes on where it was.
+            with self._lock:
+                if self._counters.get(stream) == counter + 1:
+                    self._counters[stream] = counter
+                    self._pending[stream] = (counter, future)
+            raise
 
     def advance(self, stream=0):
         """Take the next counter of ``stream`` without drawing (the fused kernels draw the

@@ -202,11 +202,6 @@ class TrainConfig:
                                   or h < 1 for h in self.hidden):
             raise ValueError(f"hidden must be a non-empty list of positive unit counts, "
                              f"got {self.hidden!r}")
-        widths = (self.num_inputs, *self.hidden, self.num_outputs)
-        largest = max(a * b for a, b in zip(widths, widths[1:], strict=False))
-        if largest >= _MAX_ARRAY:
-            raise ValueError(f"hidden {list(self.hidden)!r} makes a weight array of {largest:,} "
-                             f"elements; MXNet 1.9.1's builds hold at most {_MAX_ARRAY - 1:,}")
         if self.activation not in ("relu", "tanh", "sigmoid", "softrelu"):
             raise ValueError(f"unknown activation {self.activation!r}")
         if self.likelihood not in ("softmax", "bernoulli"):
@@ -222,9 +217,6 @@ class TrainConfig:
         if self.likelihood == "softmax" and self.num_outputs < 2:
             raise ValueError("the softmax likelihood needs num_outputs >= 2")
         positive_float("lr")
-        if self.lr * max(self.rho_lr_mult, 1.0) > _FLOAT32_MAX:
-            raise ValueError(f"lr must fit in float32 (at most {_FLOAT32_MAX:.3g}, with "
-                             f"rho_lr_mult), got {self.lr!r}")
         positive_float("mu_scale")
         if self.engine not in ("auto", "fused", "reference"):
             raise ValueError(f"engine must be 'auto', 'fused' or 'reference', "
@@ -242,6 +234,15 @@ class TrainConfig:
                              f"got {list(decay)!r}")
         positive_float("lr_decay_factor")
         positive_float("rho_lr_mult")
+        # After the type checks: these read several fields.
+        widths = (self.num_inputs, *self.hidden, self.num_outputs)
+        largest = max(a * b for a, b in zip(widths, widths[1:], strict=False))
+        if largest >= _MAX_ARRAY:
+            raise ValueError(f"hidden {list(self.hidden)!r} makes a weight array of {largest:,} "
+                             f"elements; MXNet 1.9.1's builds hold at most {_MAX_ARRAY - 1:,}")
+        if self.lr * max(self.rho_lr_mult, 1.0) > _FLOAT32_MAX:
+            raise ValueError(f"lr must fit in float32 (at most {_FLOAT32_MAX:.3g}, with "
+                             f"rho_lr_mult), got {self.lr!r}")
         if not (isinstance(self.dropout, numbers.Real) and 0 <= self.dropout < 1):
             raise ValueError(f"dropout must lie in [0, 1), got {self.dropout!r}")
         if self.mu_init not in ("normal", "uniform", "copy"):

@@ -505,3 +505,11 @@ def test_ctrl_c_stops_at_a_chunk_with_a_checkpoint_and_resume_continues(env, ker
     assert info.value.t == 27 and info.value.exit_status == 130
     monkeypatch.setattr(bandit.StackedAgents, "run", real)
     assert_resumes_to(whole, env, tmp_path / "cut", 27)
+
+
+def test_a_corrupt_config_is_reported_and_kept(env, kernels, tmp_path):
+    bandit.run_bandit(small(steps=20), env, out=tmp_path, progress=False, checkpoint_every=10)
+    (tmp_path / "config.json").write_text("{not json")
+    with pytest.raises(bandit.BanditCheckpointError, match="config.json is not"):
+        bandit.run_bandit(None, env, out=tmp_path, resume=True, progress=False)
+    assert (tmp_path / "config.json").read_text() == "{not json"

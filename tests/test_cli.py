@@ -733,6 +733,7 @@ def run_argv(draw):
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(900)
 @settings(max_examples=60, deadline=None, derandomize=True,
           suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(extra=train_argv())
@@ -749,6 +750,7 @@ def test_train_takes_any_arguments_without_a_traceback(data_root, extra):
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(900)
 @settings(max_examples=40, deadline=None, derandomize=True,
           suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(extra=bandit_argv())
@@ -765,6 +767,7 @@ def test_bandit_takes_any_arguments_without_a_traceback(mushroom_root, extra):
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(900)
 @settings(max_examples=30, deadline=None, derandomize=True,
           suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(drawn=run_argv())
@@ -780,6 +783,7 @@ def test_evaluate_and_prune_take_any_arguments_without_a_traceback(trained_run, 
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(900)
 @pytest.mark.parametrize("command", ["train", "bandit"])
 def test_every_odd_value_of_every_option_alone(data_root, mushroom_root, command, tmp_path):
     """Each drawn value of each option on its own (the combinations above rarely isolate
@@ -806,3 +810,10 @@ def test_every_odd_value_of_every_option_alone(data_root, mushroom_root, command
             failures.append(f"{key}={value}: {type(e).__name__}: {str(e)[-300:]}")
         shutil.rmtree(out, ignore_errors=True)
     assert not failures, "\n".join(failures)
+
+
+def test_an_unreadable_host_file_is_a_usage_error(tmp_path):
+    hosts = tmp_path / "hosts.bin"
+    hosts.write_bytes(b"\xff\xfe\x00binary")
+    status, _, stderr = run_in_process(["launch", "--host-file", str(hosts), "--", "train"])
+    assert_usage_error(status, stderr, "host-file")

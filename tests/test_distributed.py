@@ -242,17 +242,19 @@ def test_a_dead_peer_stops_the_launch_within_seconds_and_resume_continues(data_r
         while not (tmp_path / "run" / "history.csv").exists() and time.monotonic() < deadline:
             time.sleep(0.05)
         time.sleep(0.3)  # in the middle of a later epoch
-        killed["pid"] = _role_pid(tag, role)
         killed["at"] = time.monotonic()
-        os.kill(killed["pid"], signal.SIGKILL)
+        killed["pid"] = _role_pid(tag, role)
+        if killed["pid"] is not None:
+            os.kill(killed["pid"], signal.SIGKILL)
 
     killer = threading.Thread(target=kill_mid_run, daemon=True)
     killer.start()
     with pytest.raises(LaunchError) as info:
         launch([sys.executable, WORKER, "long", str(tmp_path), "bbb", "auto"], 2, 1,
                timeout=LIMIT, threads=1, env=env, echo=False)
-    took = time.monotonic() - killed["at"]
     killer.join()
+    assert killed.get("pid") is not None, f"no {role} process found to kill"
+    took = time.monotonic() - killed["at"]
     assert took < 20, f"noticed after {took:.1f} s"
     name = "scheduler" if role == "scheduler" else "server 0"
     assert f"{name} (pid {killed['pid']}) exited with status -9" in str(info.value)
@@ -363,3 +365,53 @@ def test_a_host_file_run_goes_through_ssh(data_root, tmp_path, monkeypatch):
         np.testing.assert_array_equal(a, b)
     # scheduler, server and worker 0 on the first host, worker 1 on the second
     assert sorted(log.read_text().split()) == ["127.0.0.1"] * 3 + ["localhost"]
+
+
+def test_a_second_ctrl_c_ends_a_program_that_never_listens(tmp_path):
+    # The workers start with SIGINT held; a program that never calls fit keeps it held, so
+    # the first Ctrl-C waits in it. The second sends SIGTERM, which it cannot hold.
+    from bbb_gluon.distributed import LaunchInterrupted
+
+    tag = f"bbb-test-{uuid.uuid4()}"
+    program = [sys.executable, "-c", "import time; time.sleep(120)"]
+
+    def press_twice():
+        time.sleep(4)
+        os.kill(os.getpid(), signal.SIGINT)
+        time.sleep(1)
+        os.kill(os.getpid(), signal.SIGINT)
+
+    threading.Thread(target=press_twice, daemon=True).start()
+    t0 = time.monotonic()
+    with pytest.raises(LaunchInterrupted) as info:
+        launch(program, 2, 1, timeout=LIMIT, env={"BBB_TEST_TAG": tag}, echo=False)
+    assert info.value.exit_status == 130
+    assert time.monotonic() - t0 < 30  # not the 120 s grace
+    time.sleep(0.5)
+    assert _tagged_processes(tag) == []
+
+
+def test_a_worker_failing_while_it_stops_is_a_failure(tmp_path):
+    from bbb_gluon.distributed import LaunchInterrupted
+
+    tag = f"bbb-test-{uuid.uuid4()}"
+    # Exits 1 on Ctrl-C, as a worker whose checkpoint write failed would.
+    program = [sys.executable, "-c",
+               "import signal, sys, time\n"
+               "signal.pthread_sigmask(signal.SIG_UNBLOCK, [signal.SIGINT])\n"
+               "signal.signal(signal.SIGINT, lambda *a: sys.exit(1))\n"
+               "print('ready', flush=True)\n"
+               "time.sleep(120)"]
+
+    def press():
+        time.sleep(4)
+        os.kill(os.getpid(), signal.SIGINT)
+
+    threading.Thread(target=press, daemon=True).start()
+    with pytest.raises(LaunchError, match="exited with status 1 while stopping on Ctrl-C"):
+        try:
+            launch(program, 2, 1, timeout=LIMIT, env={"BBB_TEST_TAG": tag}, echo=False)
+        except LaunchInterrupted:
+            pytest.fail("a failing stop was reported as a clean one")
+    time.sleep(0.5)
+    assert _tagged_processes(tag) == []

@@ -148,3 +148,27 @@ def test_size_and_seed_are_ints(sources):
     assert src.size == 10 and isinstance(src.size, int)
     assert src.seed == 3 and isinstance(src.seed, int)
     assert src.next_numpy().shape == (10,)
+
+
+def test_an_interrupted_wait_gives_the_block_back(monkeypatch):
+    import concurrent.futures
+
+    whole = NoiseSource(1000, seed=5)
+    expected = [whole.next_numpy(0) for _ in range(4)]
+    cut = NoiseSource(1000, seed=5)
+    first = cut.next_numpy(0)
+    real = concurrent.futures.Future.result
+    calls = {"n": 0}
+
+    def interrupted(self, timeout=None):
+        calls["n"] += 1
+        if calls["n"] == 1:
+            raise KeyboardInterrupt  # Ctrl-C while the prefetched block is awaited
+        return real(self, timeout)
+
+    monkeypatch.setattr(concurrent.futures.Future, "result", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        cut.next_numpy(0)
+    rest = [cut.next_numpy(0) for _ in range(3)]
+    for a, b in zip([first, *rest], expected, strict=True):
+        np.testing.assert_array_equal(a, b)
