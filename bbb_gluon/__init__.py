@@ -10,24 +10,26 @@ loss, the training step, ``fit`` and prediction. The rest stays in its module:
 ``bbb_gluon.plotting`` (matplotlib) and ``bbb_gluon.fused`` (the compiled kernels).
 """
 
+import sys as _sys
+
 from ._mxnet_build import check as _check_mxnet
 
 _check_mxnet()
 
 from ._files import FileWriteError
-from .loss import BBBLoss, complexity_weight
-from .posterior import (
+from ._kernels.threads import _claim as _claim_threads
+from .core.loss import BBBLoss, complexity_weight
+from .core.posterior import (
     BAYESIAN_LAYERS,
     Posterior,
     PosteriorMismatchError,
     WeightSample,
     bayesian_parameters,
 )
+from .core.priors import GaussianPrior, Prior, ScaleMixturePrior, make_prior
+from .core.sampling import use_means, use_weights
+from .core.step import BBBStep
 from .prediction import error_rate, predict_proba, predict_samples, uncertainty
-from .priors import GaussianPrior, Prior, ScaleMixturePrior, make_prior
-from .sampling import use_means, use_weights
-from .step import BBBStep
-from .threads import _claim as _claim_threads
 from .training import (
     CheckpointError,
     TrainConfig,
@@ -44,6 +46,18 @@ from .training import (
 _claim_threads()
 
 __version__ = "0.1.0"
+
+# The modules' paths before the core and the kernels moved into packages
+# (docs/architecture.md): notebooks, README and committed results import them.
+# ``bbb_gluon.priors`` is the same module object as ``bbb_gluon.core.priors``.
+from ._kernels import fused, threads  # noqa: E402
+from .core import loss, noise, ops, posterior, priors, sampling, step  # noqa: E402
+
+for _name, _module in {"fused": fused, "threads": threads, "loss": loss, "noise": noise,
+                       "ops": ops, "posterior": posterior, "priors": priors,
+                       "sampling": sampling, "step": step}.items():
+    _sys.modules[f"{__name__}.{_name}"] = _module
+del _name, _module
 
 __all__ = [
     # priors, posterior, sampling, loss, step

@@ -17,10 +17,10 @@ import numpy as np
 from mxnet import autograd
 from mxnet.gluon import nn
 
-from . import fused
 from ._checks import check_int
-from .sampling import use_means, use_weights
-from .threads import predict_threads, using_threads
+from ._kernels import fused
+from ._kernels.threads import predict_threads, using_threads
+from .core.sampling import use_means, use_weights
 
 __all__ = ["predict_proba", "predict_samples", "error_rate", "PREDICTION_STREAM", "entropy",
            "predictive_entropy", "expected_entropy", "mutual_information", "class_std",

@@ -35,9 +35,9 @@ import mxnet as mx
 import numpy as np
 
 from ._files import array_json, atomic_nd_save, json_array, read_nd_file
-from .posterior import PosteriorMismatchError, bayesian_parameters
+from .core.posterior import PosteriorMismatchError, bayesian_parameters
+from .core.sampling import use_weights
 from .prediction import error_rate, predict_proba
-from .sampling import use_weights
 
 __all__ = ["SCORES", "prunable_keys", "pruning_scores", "weight_statistics", "thresholds",
            "prune_masks",

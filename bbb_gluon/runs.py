@@ -193,7 +193,7 @@ def run_weights(run_dir, which="best", draw="sample", seed=0, ctx=None):
     -------
     numpy.ndarray, float32, 1-D.
     """
-    from .posterior import bayesian_parameters
+    from .core.posterior import bayesian_parameters
     from .pruning import prunable_keys
     from .training import load_run
 

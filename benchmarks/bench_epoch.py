@@ -31,12 +31,12 @@ import mxnet as mx
 import numpy as np
 from mxnet import autograd, gluon
 
-from bbb_gluon import fused
+from bbb_gluon._kernels import fused
+from bbb_gluon.core.posterior import Posterior
+from bbb_gluon.core.priors import GaussianPrior, ScaleMixturePrior
+from bbb_gluon.core.step import BBBStep
 from bbb_gluon.data import ArrayLoader, load_dataset
-from bbb_gluon.posterior import Posterior
 from bbb_gluon.prediction import predict_proba
-from bbb_gluon.priors import GaussianPrior, ScaleMixturePrior
-from bbb_gluon.step import BBBStep
 from bbb_gluon.training import build_mlp
 
 

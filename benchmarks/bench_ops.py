@@ -11,7 +11,7 @@ import time
 import mxnet as mx
 import numpy as np
 
-from bbb_gluon import fused
+from bbb_gluon._kernels import fused
 
 N = 478_410
 

@@ -1,7 +1,7 @@
 """How the OpenMP thread count of MXNet's engine thread changes each phase of the work.
 
-For each thread count (``bbb_gluon.threads.using_threads``), in one process, the largest
-first (an engine thread's count can only go down: ``bbb_gluon.threads``):
+For each thread count (``bbb_gluon._kernels.threads.using_threads``), in one process, the largest
+first (an engine thread's count can only go down: ``bbb_gluon._kernels.threads``):
 
 - seconds per training epoch (60,000 images, batch 128, Adam) of the plain hybridized
   MLP (784-400-400-10, and the other --hidden widths) and of the same network with
@@ -12,7 +12,7 @@ first (an engine thread's count can only go down: ``bbb_gluon.threads``):
 
 ``--workload peers`` runs the workload of the public PyTorch comparison in
 docs/benchmarks.md instead: Fashion-MNIST, an N(0, 1) prior, Monte-Carlo complexity cost,
-uniform (1/M) weighting. Its output chose the defaults of ``bbb_gluon.threads``.
+uniform (1/M) weighting. Its output chose the defaults of ``bbb_gluon._kernels.threads``.
 
     python benchmarks/bench_threads.py                 # about 3 minutes on 2 cores
     python benchmarks/bench_threads.py --tiny          # a few batches: proves it still runs
@@ -35,12 +35,12 @@ from bench_epoch import (  # noqa: E402
 )
 
 from bbb_gluon import fused  # noqa: E402
+from bbb_gluon._kernels.threads import configure, cores, current, using_threads  # noqa: E402
+from bbb_gluon.core.priors import GaussianPrior, ScaleMixturePrior  # noqa: E402
 from bbb_gluon.data import (
     ArrayLoader,  # noqa: E402
     load_dataset,  # noqa: E402
 )
-from bbb_gluon.priors import GaussianPrior, ScaleMixturePrior  # noqa: E402
-from bbb_gluon.threads import configure, cores, current, using_threads  # noqa: E402
 
 
 def fashion_data(num_train):

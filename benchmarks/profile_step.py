@@ -21,9 +21,9 @@ import mxnet as mx
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from bench_epoch import bbb_epoch_fn, get_data, plain_epoch_fn  # noqa: E402
 
+from bbb_gluon._kernels.threads import cores, using_threads  # noqa: E402
+from bbb_gluon.core.priors import ScaleMixturePrior  # noqa: E402
 from bbb_gluon.data import ArrayLoader  # noqa: E402
-from bbb_gluon.priors import ScaleMixturePrior  # noqa: E402
-from bbb_gluon.threads import cores, using_threads  # noqa: E402
 
 
 def profile(run, steps, label):

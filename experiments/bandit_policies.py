@@ -27,7 +27,8 @@ from bbb_gluon.data import load_mushroom
 
 def values(flat, X, width, hidden):
     """Predicted rewards of the rows of X (dense inputs) under flat weights (float64)."""
-    (W1, b1), (W2, b2), (w3, b3) = bandit.split_params(flat.astype(np.float64), width, hidden)
+    (W1, b1), (W2, b2), (w3, b3) = bandit.engine.split_params(flat.astype(np.float64), width,
+                                                              hidden)
     h = np.maximum(X @ W1.T + b1, 0)
     h = np.maximum(h @ W2.T + b2, 0)
     return (h @ w3.T + b3)[:, 0]

@@ -61,7 +61,7 @@ def mushroom_root():
 @pytest.fixture(scope="module")
 def fused_kernels():
     """The compiled kernels; skip (or fail in CI) when they cannot be built here."""
-    from bbb_gluon import fused
+    from bbb_gluon._kernels import fused
 
     if not fused.available():
         msg = f"fused kernels unavailable: {fused.unavailable_reason()}"

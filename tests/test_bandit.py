@@ -11,7 +11,8 @@ import pytest
 from mxnet import autograd
 
 from bbb_gluon import bandit, data
-from bbb_gluon.priors import GaussianPrior, ScaleMixturePrior
+from bbb_gluon.bandit import engine
+from bbb_gluon.core.priors import GaussianPrior, ScaleMixturePrior
 
 
 @pytest.fixture(scope="module")
@@ -22,7 +23,7 @@ def env(mushroom_root):
 @pytest.fixture(scope="module")
 def kernels():
     try:
-        return bandit.kernels()
+        return engine.kernels()
     except RuntimeError as e:
         if os.environ.get("BBB_GLUON_REQUIRE_FUSED"):
             pytest.fail(str(e))
@@ -204,10 +205,10 @@ def _minibatch(env, n, seed):
 @pytest.mark.parametrize("noise_sigma", [1.0, 3.0])
 def test_kernel_gradient_of_a_plain_network_matches_autograd(env, kernels, noise_sigma):
     config = small(hidden=7, noise_sigma=noise_sigma)
-    P = bandit.num_params(env.context_width, 7)
+    P = engine.num_params(env.context_width, 7)
     w = np.random.default_rng(0).normal(0, 0.3, P).astype(np.float32)
     inputs, y = _minibatch(env, 9, 1)
-    nll, g = bandit.kernel_gradients(config, env.context_width, w, inputs, y)
+    nll, g = engine.kernel_gradients(config, env.context_width, w, inputs, y)
     ref_nll, (ref_g,) = _autograd_cost(config, env.context_width, w, None, None, inputs, y, 0.0)
     assert nll == pytest.approx(ref_nll, rel=1e-5)
     np.testing.assert_allclose(g, ref_g, rtol=1e-4, atol=1e-5 * np.abs(ref_g).max())
@@ -217,7 +218,7 @@ def test_kernel_gradient_of_a_plain_network_matches_autograd(env, kernels, noise
 @pytest.mark.parametrize("prior", ["mixture", "gaussian"])
 def test_kernel_gradient_of_a_posterior_matches_autograd(env, kernels, prior):
     config = small(hidden=6, prior=prior, prior_sigma2=math.exp(-3), noise_sigma=2.0)
-    P = bandit.num_params(env.context_width, 6)
+    P = engine.num_params(env.context_width, 6)
     rng = np.random.default_rng(2)
     mu = rng.normal(0, 0.3, P).astype(np.float32)
     rho = rng.uniform(-6, 0, P).astype(np.float32)
@@ -225,7 +226,7 @@ def test_kernel_gradient_of_a_posterior_matches_autograd(env, kernels, prior):
     w = (mu.astype(np.float64) + np.logaddexp(0, rho.astype(np.float64)) * eps).astype(np.float32)
     inputs, y = _minibatch(env, 11, 3)
     scale = 1 / 40
-    nll, gmu, grho = bandit.kernel_gradients(config, env.context_width, w, inputs, y, eps=eps,
+    nll, gmu, grho = engine.kernel_gradients(config, env.context_width, w, inputs, y, eps=eps,
                                              mu=mu, rho=rho, scale=scale)
     ref_nll, (ref_mu, ref_rho) = _autograd_cost(config, env.context_width, mu, rho, eps, inputs,
                                                 y, scale)
@@ -250,19 +251,19 @@ def test_one_step_of_the_stacked_engine_replays_in_numpy(env, kernels):
         state = {k: np.zeros_like(mu) for k in ("m_mu", "v_mu", "m_rho", "v_rho")}
         opt = mx.optimizer.Adam(learning_rate=config.lr)
         for u in range(config.updates):
-            slots = bandit.minibatch_indices(key, 0, u, config.updates, config.batch, 1)
+            slots = engine.minibatch_indices(key, 0, u, config.updates, config.batch, 1)
             assert (slots == 0).all()  # one item stored
             xb, yb = inputs[slots], y[slots]
             step = u + 1
             if spec.kind == "thompson":
-                eps = bandit.kernel_noise(bandit.update_noise_key(key, 0, u, config.updates),
+                eps = engine.kernel_noise(engine.update_noise_key(key, 0, u, config.updates),
                                           len(mu))
                 w = (mu + np.logaddexp(0, rho).astype(np.float32) * eps).astype(np.float32)
-                _, gmu, grho = bandit.kernel_gradients(config, env.context_width, w, xb, yb,
+                _, gmu, grho = engine.kernel_gradients(config, env.context_width, w, xb, yb,
                                                        eps=eps, mu=mu, rho=rho, scale=1.0)
                 grads = ((mu, gmu, "m_mu", "v_mu"), (rho, grho, "m_rho", "v_rho"))
             else:
-                _, g = bandit.kernel_gradients(config, env.context_width, mu, xb, yb)
+                _, g = engine.kernel_gradients(config, env.context_width, mu, xb, yb)
                 grads = ((mu, g, "m_mu", "v_mu"),)
             for x, g, m, v in grads:
                 # MXNet's Adam, as the kernel applies it
@@ -279,7 +280,7 @@ def test_one_step_of_the_stacked_engine_replays_in_numpy(env, kernels):
 
 
 def test_minibatch_slots_cover_the_buffer_uniformly():
-    slots = np.concatenate([bandit.minibatch_indices(99, t, 0, 64, 64, 37) for t in range(300)])
+    slots = np.concatenate([engine.minibatch_indices(99, t, 0, 64, 64, 37) for t in range(300)])
     counts = np.bincount(slots, minlength=37)
     assert counts.min() > 0 and slots.max() < 37
     expected = len(slots) / 37

@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 from bbb_gluon import data as d
+from bbb_gluon.data import splits
 
 MNIST_TRAIN_COUNTS = [5923, 6742, 5958, 6131, 5842, 5421, 5918, 6265, 5851, 5949]
 
@@ -44,7 +45,7 @@ def cached_raw(mnist_raw, monkeypatch):
         images, labels = mnist_raw["train" if train else "test"]
         return images.copy(), labels.copy()
 
-    monkeypatch.setattr(d, "load_raw", fake_load_raw)
+    monkeypatch.setattr(splits, "load_raw", fake_load_raw)
     return calls
 
 
@@ -424,7 +425,7 @@ def test_load_dataset_bad_arguments(kwargs, match, monkeypatch):
     def no_read(*args, **kwargs):
         raise AssertionError("arguments must be checked before reading data")
 
-    monkeypatch.setattr(d, "load_raw", no_read)
+    monkeypatch.setattr(splits, "load_raw", no_read)
     with pytest.raises(ValueError, match=match):
         d.load_dataset(**kwargs)
 

@@ -11,7 +11,7 @@ import pytest
 from mxnet import gluon
 
 from bbb_gluon import BBBLoss, GaussianPrior, Posterior, ScaleMixturePrior, fused
-from bbb_gluon.step import reference_step
+from bbb_gluon.core.step import reference_step
 from bbb_gluon.training import build_mlp
 
 pytestmark = pytest.mark.usefixtures("fused_kernels")
@@ -205,7 +205,7 @@ def test_bbb_sample_matches_float64_reference_and_is_finite_for_extreme_rho():
 
 
 def test_build_can_be_disabled_and_training_falls_back():
-    code = ("import bbb_gluon.fused as f, warnings; warnings.simplefilter('ignore');"
+    code = ("import bbb_gluon._kernels.fused as f, warnings; warnings.simplefilter('ignore');"
             "print(f.available(), f.unavailable_reason())")
     env = dict(os.environ, BBB_GLUON_FUSED="0")
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,

@@ -1,4 +1,4 @@
-"""Tests for bbb_gluon.noise.NoiseSource: determinism, streams, resuming, statistics."""
+"""Tests for bbb_gluon.core.noise.NoiseSource: determinism, streams, resuming, statistics."""
 
 import json
 import math
@@ -7,7 +7,7 @@ import mxnet as mx
 import numpy as np
 import pytest
 
-from bbb_gluon.noise import NoiseSource
+from bbb_gluon.core.noise import NoiseSource
 
 CONTEXTS = [mx.cpu(0), mx.cpu(1)]
 CTX_IDS = ["cpu0", "cpu1"]

@@ -1,4 +1,4 @@
-"""Tests for bbb_gluon.ops: stable softplus, its inverse, and the fast reductions.
+"""Tests for bbb_gluon.core.ops: stable softplus, its inverse, and the fast reductions.
 
 References are float64 NumPy. Tolerances: softplus values 1e-4 relative (the module
 promises about 4e-5), gradients 1e-4 relative to sigmoid, reductions 1e-5 relative

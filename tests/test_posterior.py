@@ -1,4 +1,4 @@
-"""Tests for bbb_gluon.posterior: layout, initialisation, sampling, densities, persistence.
+"""Tests for bbb_gluon.core.posterior: layout, initialisation, sampling, densities, persistence.
 
 float64 NumPy references; tolerances: anything through ``ops.softplus`` 1e-4 relative
 (its float32 accuracy), log q 1e-5 relative, exact equality where the package copies or

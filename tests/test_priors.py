@@ -1,4 +1,4 @@
-"""Tests for bbb_gluon.priors against float64 NumPy references.
+"""Tests for bbb_gluon.core.priors against float64 NumPy references.
 
 Tolerances (stated once, used everywhere below):
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from bbb_gluon import fused
+from bbb_gluon._kernels import fused
 
 README = Path(__file__).resolve().parent.parent / "README.md"
 

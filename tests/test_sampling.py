@@ -1,4 +1,4 @@
-"""Tests for bbb_gluon.sampling: use_weights / use_means on plain and hybridized networks.
+"""Tests for bbb_gluon.core.sampling: use_weights / use_means on plain and hybridized networks.
 
 Each check runs for nn.Sequential and nn.HybridSequential, not hybridized, hybridized,
 and hybridized with static_alloc/static_shape, on mx.cpu(0) and mx.cpu(1).

@@ -15,7 +15,7 @@ import pytest
 from mxnet import autograd
 
 from bbb_gluon import complexity_weight
-from bbb_gluon.priors import GaussianPrior, ScaleMixturePrior
+from bbb_gluon.core.priors import GaussianPrior, ScaleMixturePrior
 
 ROOT = Path(__file__).resolve().parents[1]
 SCRIPT = ROOT / "experiments" / "spike_kick.py"

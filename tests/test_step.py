@@ -1,4 +1,4 @@
-"""Tests for bbb_gluon.step: BBBStep in a user's own loop, with any network and loss.
+"""Tests for bbb_gluon.core.step: BBBStep in a user's own loop, with any network and loss.
 
 The fused and the reference engines are given the same noise and must make the same
 updates, for a convolutional network with BatchNorm (trained alongside by an ordinary
@@ -216,7 +216,7 @@ def test_engine_choice_and_errors():
 
 @pytest.mark.parametrize("engine", ["fused", "reference"])
 def test_check_finite_names_what_went_wrong(engine):
-    from bbb_gluon.step import NotFiniteError
+    from bbb_gluon.core.step import NotFiniteError
 
     net = mlp(mx.cpu())
     posterior = Posterior(net, seed=0)

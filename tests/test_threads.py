@@ -1,4 +1,4 @@
-"""Tests for ``bbb_gluon.threads``: the engine thread's OpenMP count, set per phase.
+"""Tests for ``bbb_gluon._kernels.threads``: the engine thread's OpenMP count, set per phase.
 
 Whether more threads are faster is a benchmark's question (benchmarks/bench_threads.py);
 these check that the count is set where the operators run, restored, and chosen as
@@ -15,8 +15,8 @@ import numpy as np
 import pytest
 
 import bbb_gluon.prediction
-import bbb_gluon.training
-from bbb_gluon import fused, threads
+import bbb_gluon.training.loop
+from bbb_gluon._kernels import fused, threads
 from bbb_gluon.training import TrainConfig, build_mlp, fit
 
 needs_kernels = pytest.mark.skipif(not fused.available(), reason="fused kernels unavailable")
@@ -74,13 +74,13 @@ def test_the_import_raises_the_count_only_before_anything_ran():
     fresh = """
         import mxnet as mx
         import bbb_gluon
-        print(*bbb_gluon.threads.current())
+        print(*bbb_gluon._kernels.threads.current())
     """
     used = """
         import mxnet as mx
         mx.nd.ones((2, 2)).asnumpy()  # an operator before the import: the count stays
         import bbb_gluon
-        print(*bbb_gluon.threads.current())
+        print(*bbb_gluon._kernels.threads.current())
     """
     assert _run(fresh, **env) == ["3"]
     assert _run(used, **env) == ["1"]
@@ -112,10 +112,10 @@ def test_engine_threads_restarted_by_a_fork_keep_their_count():
     """ + _CNN + """
         x = mx.nd.ones((128, 1, 28, 28))
         net(x).wait_to_read()
-        start = bbb_gluon.threads.current()[0]
-        bbb_gluon.threads.set_threads(2)
+        start = bbb_gluon._kernels.threads.current()[0]
+        bbb_gluon._kernels.threads.set_threads(2)
         net(x).wait_to_read()
-        print(start, *bbb_gluon.threads.current())
+        print(start, *bbb_gluon._kernels.threads.current())
     """
     assert _run(script, OMP_NUM_THREADS="1", BBB_GLUON_TRAIN_THREADS="2") == ["1", "1"]
 
@@ -197,7 +197,7 @@ def test_prediction_runs_with_the_predict_count(monkeypatch):
 
 
 def test_fit_trains_and_evaluates_with_their_counts(monkeypatch):
-    seen = _record(monkeypatch, bbb_gluon.training)
+    seen = _record(monkeypatch, bbb_gluon.training.loop)
     threads.configure(train=1, predict=2)
     rng = np.random.default_rng(0)
     X = rng.normal(size=(64, 784)).astype(np.float32)

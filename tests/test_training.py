@@ -21,13 +21,13 @@ import pytest
 from mxnet import gluon
 from mxnet.gluon import nn
 
-from bbb_gluon import threads
+from bbb_gluon._kernels import threads
+from bbb_gluon.core.loss import BBBLoss, complexity_cost
+from bbb_gluon.core.posterior import Posterior
+from bbb_gluon.core.priors import make_prior
+from bbb_gluon.core.step import reference_step
 from bbb_gluon.data import load_dataset
-from bbb_gluon.loss import BBBLoss, complexity_cost
-from bbb_gluon.posterior import Posterior
 from bbb_gluon.prediction import error_rate, predict_proba
-from bbb_gluon.priors import make_prior
-from bbb_gluon.step import reference_step
 from bbb_gluon.training import (
     CheckpointError,
     TrainConfig,
@@ -256,27 +256,27 @@ def test_resume_after_stop_after_batches_matches_uninterrupted_run(mnist_300, tm
 # function so that the kill lands exactly there (a real kill, no hook in the package).
 _KILL_SCRIPT = """
 import json, os, signal, sys
-import bbb_gluon.fused, bbb_gluon.training
+import bbb_gluon._kernels.fused, bbb_gluon.training.loop
 from bbb_gluon.data import load_dataset
 from bbb_gluon.training import TrainConfig, fit
 root, run_dir, config, where = sys.argv[1], sys.argv[2], json.loads(sys.argv[3]), sys.argv[4]
 die = lambda: os.kill(os.getpid(), signal.SIGKILL)
 calls = {"n": 0}
 if where == "mid-epoch":  # during the 3rd step of epoch 2 (5 steps an epoch)
-    step = bbb_gluon.fused.FusedBBBStep.__call__
+    step = bbb_gluon._kernels.fused.FusedBBBStep.__call__
     def killing_step(self, *a, **k):
         calls["n"] += 1
         if calls["n"] == 8:
             die()
         return step(self, *a, **k)
-    bbb_gluon.fused.FusedBBBStep.__call__ = killing_step
+    bbb_gluon._kernels.fused.FusedBBBStep.__call__ = killing_step
 elif where == "between-epochs":  # once epoch 2's checkpoint and history are written
-    write = bbb_gluon.training._write_history
+    write = bbb_gluon.training.loop._write_history
     def killing_write(run_dir, history):
         write(run_dir, history)
         if len(history) == 2:
             die()
-    bbb_gluon.training._write_history = killing_write
+    bbb_gluon.training.loop._write_history = killing_write
 elif where == "during-checkpoint":  # epoch 2's latest.params written but not yet renamed
     replace = os.replace
     def killing_replace(src, dst):
@@ -306,7 +306,7 @@ def _trainer_states(run_dir):
     """The optimiser state stored in a run's latest checkpoint, as NumPy arrays."""
     import pickle
 
-    from bbb_gluon.training import _read_checkpoint
+    from bbb_gluon.training.checkpoint import _read_checkpoint
 
     _, meta = _read_checkpoint(Path(run_dir) / "checkpoints" / "latest.params")
     states, _ = pickle.loads(meta["trainer_states"])
@@ -876,7 +876,7 @@ def test_divergence_in_the_first_epoch_writes_no_checkpoint(mnist_300, tmp_path)
 
 
 def test_a_non_finite_parameter_is_named(mnist_300):
-    from bbb_gluon.training import _check_parameters
+    from bbb_gluon.training.guards import _check_parameters
 
     result = fit(tiny("bbb", epochs=1, eval_samples=0), mnist_300.train, progress=False)
     _check_parameters(result.net, result.posterior, 0, None)  # finite: no error
@@ -939,12 +939,12 @@ def test_resume_on_other_devices_is_refused(mnist_300, tmp_path):
 
 
 def test_resume_where_the_kernels_are_missing_is_refused(mnist_300, tmp_path, monkeypatch):
-    import bbb_gluon.fused
+    import bbb_gluon._kernels.fused
 
     run_dir = tmp_path / "run"
     fit(tiny("bbb", epochs=1, engine="auto"), mnist_300.train, mnist_300.valid,
         run_dir=run_dir, progress=False)
-    monkeypatch.setattr(bbb_gluon.fused, "available", lambda: False)
+    monkeypatch.setattr(bbb_gluon._kernels.fused, "available", lambda: False)
     with pytest.raises(CheckpointError, match="engine 'fused'.*compiler"):
         fit(tiny("bbb", epochs=2, engine="auto"), mnist_300.train, mnist_300.valid,
             run_dir=run_dir, resume=True, progress=False)
@@ -1087,7 +1087,7 @@ def test_fit_leaves_mxnet_global_random_state_alone(mnist_300, model, engine):
 
 
 def test_baseline_weights_are_xavier_uniform_from_the_seed():
-    from bbb_gluon.training import _build
+    from bbb_gluon.training.model import _build
 
     net_a, _ = _build(tiny("plain", hidden=(300,)), [mx.cpu()])
     net_b, _ = _build(tiny("plain", hidden=(300,)), [mx.cpu()])

@@ -26,9 +26,9 @@ import numpy as np
 from mxnet import autograd, gluon
 from mxnet.gluon import nn
 
+from .._checks import check_positive
+from .._files import array_json, atomic_nd_save, json_array, read_nd_file
 from . import ops
-from ._checks import check_positive
-from ._files import array_json, atomic_nd_save, json_array, read_nd_file
 from .noise import NoiseSource
 from .priors import HALF_LOG_2PI
 

@@ -25,8 +25,8 @@ import math
 import mxnet as mx
 from mxnet import autograd, gluon
 
-from . import fused
-from ._checks import check_int
+from .._checks import check_int
+from .._kernels import fused
 from .loss import BBBLoss
 from .priors import GaussianPrior, Prior, ScaleMixturePrior
 from .sampling import use_weights

@@ -3,7 +3,7 @@
 MXNet 1.9.1 runs most elementwise operators on one thread, one pass over memory each; a
 Bayes-by-Backprop step built from them needs some twenty passes over every weight, and
 ``nd.random.normal`` alone costs more than three plain training steps (see
-``docs/benchmarks.md``). ``_fused/fused.cc`` does the same arithmetic in four
+``docs/benchmarks.md``). ``_kernels/fused.cc`` does the same arithmetic in four
 OpenMP-parallel, vectorised loops, and MXNet loads it as an operator library
 (``mx.library.load``):
 
@@ -40,11 +40,11 @@ from pathlib import Path
 
 import mxnet as mx
 
-from .sampling import use_weights
+from ..core.sampling import use_weights
 
 __all__ = ["available", "unavailable_reason", "load", "prior_attrs"]
 
-_SOURCE = Path(__file__).with_name("_fused") / "fused.cc"
+_SOURCE = Path(__file__).with_name("fused.cc")
 _lock = threading.Lock()
 _state = {"loaded": False, "reason": None, "path": None}
 
@@ -164,7 +164,7 @@ def unavailable_reason():
 
 def prior_attrs(prior, complexity):
     """Keyword attributes of ``bbb_grad``/``bbb_cost`` for a prior and a complexity kind."""
-    from .priors import GaussianPrior, ScaleMixturePrior
+    from ..core.priors import GaussianPrior, ScaleMixturePrior
 
     if isinstance(prior, ScaleMixturePrior) and complexity == "mc":
         return {"kind": KIND_MIXTURE, "pi": repr(prior.pi), "sigma1": repr(prior.sigma1),

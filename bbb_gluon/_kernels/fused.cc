@@ -3,7 +3,7 @@
 // MXNet 1.9.1 runs most elementwise operators single-threaded and one pass at a time; a
 // Bayes-by-Backprop step needs some twenty such passes over every weight. These kernels do
 // the same arithmetic in four OpenMP loops: draw the noise, sample the weights, and compute
-// the gradient (or the value) of the complexity cost by hand. bbb_gluon/fused.py builds this
+// the gradient (or the value) of the complexity cost by hand. bbb_gluon/_kernels/fused.py builds this
 // file on first use and falls back to plain MXNet operators when it cannot.
 //
 // Ops (all float32, flat 1-D arrays of one length n):

@@ -1,4 +1,4 @@
-// The Mushroom bandit's agents, all of them at once: bbb_gluon/bandit.py loads this file
+// The Mushroom bandit's agents, all of them at once: bbb_gluon/bandit/engine.py loads this file
 // with ctypes (plain C ABI, NumPy buffers) and calls bandit_run once per chunk of steps.
 //
 // The paper's protocol costs 64 minibatch updates per interaction, 3.2 million per agent
@@ -55,7 +55,7 @@ void normals(uint64_t key, float* eps, int64_t n) {
 
 extern "C" {
 
-// Everything one call needs; mirrored by ctypes in bandit.py (keep the order).
+// Everything one call needs; mirrored by ctypes in bandit/engine.py (keep the order).
 struct BanditArgs {
   int32_t A, D, H, F, P;        // agents, input width, hidden units, attributes, params
   int32_t capacity, batch, updates, act_samples;

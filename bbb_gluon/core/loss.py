@@ -28,8 +28,8 @@ import mxnet as mx
 # weight's semantics identical to theirs, and gluon.loss has no public equivalent.
 from mxnet.gluon.loss import Loss, _apply_weighting
 
+from .._checks import check_positive
 from . import ops
-from ._checks import check_positive
 from .priors import HALF_LOG_2PI, Prior
 
 __all__ = ["BBBLoss", "GaussianNLLLoss", "complexity_weight", "blundell_weights",

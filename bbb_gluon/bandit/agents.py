@@ -1,0 +1,142 @@
+"""The same agents written with Gluon: Thompson sampling with a ``BBBStep`` and ε-greedy with
+a ``gluon.Trainer``, for a loop of your own (and the baseline of
+``benchmarks/bench_bandit.py``).
+"""
+
+from __future__ import annotations
+
+import mxnet as mx
+import numpy as np
+from mxnet import autograd, gluon
+
+from .._checks import check_int
+from ..core.loss import GaussianNLLLoss
+from ..core.posterior import Posterior
+from ..core.step import BBBStep
+from .config import BanditConfig
+from .environment import EAT, PASS, ReplayBuffer
+
+__all__ = ["ThompsonAgent", "GreedyAgent", "run_agent", "build_reward_net"]
+
+
+# ---------------------------------------------------------------- the same agents in Gluon
+def build_reward_net(width, hidden=100, ctx=None):
+    """The agents' network: ``width`` + 2 inputs → ``hidden`` ReLU → ``hidden`` ReLU → 1."""
+    net = gluon.nn.HybridSequential()
+    net.add(gluon.nn.Dense(hidden, activation="relu", in_units=width + 2),
+            gluon.nn.Dense(hidden, activation="relu", in_units=hidden),
+            gluon.nn.Dense(1, in_units=hidden))
+    net.initialize(mx.init.Normal(0.1), ctx=ctx or mx.cpu())
+    return net
+
+
+class _GluonAgent:
+    """What the two Gluon agents share: a buffer, a loop of updates, the bookkeeping."""
+
+    def __init__(self, env, config, seed, ctx):
+        self.env, self.config, self.seed = env, config, seed
+        self.ctx = ctx or mx.cpu()
+        self.buffer = ReplayBuffer(config.capacity)
+        self.rng = np.random.default_rng([seed, 4])
+        self.net = build_reward_net(env.context_width, config.hidden, self.ctx)
+
+    def _both_actions(self, row):
+        """The network's inputs for leaving (row 0) and eating (row 1) mushroom ``row``."""
+        return mx.nd.array(self.env.one_hot([row, row], [PASS, EAT]), ctx=self.ctx)
+
+    def observe(self, row, action, reward):
+        """Store the interaction, then make ``config.updates`` minibatch updates."""
+        self.buffer.add(row, action, reward)
+        for _ in range(self.config.updates):
+            rows, actions, rewards = self.buffer.sample(self.config.batch, self.rng)
+            X = mx.nd.array(self.env.one_hot(rows, actions), ctx=self.ctx)
+            y = mx.nd.array(rewards[:, None], ctx=self.ctx)
+            self._update(X, y)
+
+
+class ThompsonAgent(_GluonAgent):
+    """Bayes by Backprop with Thompson sampling, in Gluon: a :class:`~bbb_gluon.Posterior`
+    over the reward network, one :class:`~bbb_gluon.BBBStep` per update with a
+    :class:`~bbb_gluon.loss.GaussianNLLLoss` and the complexity cost spread over the
+    interactions seen (or the items in the buffer: ``config.complexity_over``), and
+    decisions from sampled weights."""
+
+    def __init__(self, env, config=None, seed=0, ctx=None, engine="auto"):
+        config = config or BanditConfig()
+        super().__init__(env, config, seed, ctx)
+        self.prior = config.make_prior()
+        self.posterior = Posterior(self.net, mu_init="normal", mu_scale=config.mu_init or 1e-3,
+                                   rho_init=config.rho_init, seed=seed)
+        trainer = gluon.Trainer(self.posterior.params, config.optimizer,
+                                {"learning_rate": config.lr})
+        self.step = BBBStep(self.net, self.posterior, self.prior,
+                            GaussianNLLLoss(config.noise_sigma), trainer, weighting=1.0,
+                            engine=engine, watch=False)
+
+    def act(self, row):
+        """Eat (1) or not (0): the better action under sampled weights (the predicted
+        rewards averaged over ``config.act_samples`` draws)."""
+        from ..core.sampling import use_weights
+
+        X = self._both_actions(row)
+        total = None
+        for _ in range(self.config.act_samples):
+            draw = self.posterior.sample(self.ctx)
+            with use_weights(self.net, self.posterior, draw.weights, self.ctx):
+                out = self.net(X)
+            total = out if total is None else total + out
+        v = total.asnumpy().ravel()
+        return EAT if v[1] > v[0] else PASS
+
+    def _update(self, X, y):
+        # the complexity cost over N (interactions seen, or items in the buffer):
+        # pi = B / N on the minibatch's mean cost
+        n = self.buffer.count if self.config.complexity_over == "seen" else len(self.buffer)
+        self.step.loss.weighting = X.shape[0] / n
+        self.step(X, y)
+
+
+class GreedyAgent(_GluonAgent):
+    """ε-greedy, in Gluon: the same network and likelihood without a posterior."""
+
+    def __init__(self, env, config=None, seed=0, ctx=None, epsilon=0.0):
+        config = config or BanditConfig()
+        super().__init__(env, config, seed, ctx)
+        self.epsilon = float(epsilon)
+        self.loss = GaussianNLLLoss(config.noise_sigma)
+        self.trainer = gluon.Trainer(self.net.collect_params(), config.optimizer,
+                                     {"learning_rate": config.lr})
+        self.net.hybridize()
+
+    def act(self, row):
+        if self.rng.random() < self.epsilon:
+            return int(self.rng.integers(0, 2))
+        v = self.net(self._both_actions(row)).asnumpy().ravel()
+        return EAT if v[1] > v[0] else PASS
+
+    def _update(self, X, y):
+        with autograd.record():
+            loss = self.loss(self.net(X), y)
+        loss.backward()
+        self.trainer.step(X.shape[0])
+
+
+def run_agent(agent, steps, seed=None, progress=False):
+    """One agent's loop on its environment for ``steps`` steps (the mushrooms and luck of
+    ``seed``, default the agent's); returns ``(rows, actions, rewards, regret)``."""
+    check_int(steps, "steps", 1)
+    env = agent.env
+    seed = agent.seed if seed is None else seed
+    rows, unlucky = env.draw(seed, 0, steps)
+    actions = np.zeros(steps, np.uint8)
+    it = range(steps)
+    if progress:
+        from tqdm.auto import tqdm
+        it = tqdm(it, desc=type(agent).__name__, unit="step")
+    for t in it:
+        a = agent.act(int(rows[t]))
+        actions[t] = a
+        reward = float(env.reward(rows[t:t + 1], [a], unlucky[t:t + 1])[0])
+        agent.observe(int(rows[t]), a, reward)
+    rewards = env.reward(rows, actions, unlucky)
+    return rows, actions, rewards, env.regret(rows, actions, unlucky)

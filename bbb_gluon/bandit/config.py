@@ -1,0 +1,133 @@
+"""What a bandit experiment runs: the agents (``AgentSpec``, ``PAPER_AGENTS``) and the
+settings they share (``BanditConfig``), checked before any work starts.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass
+
+from .._checks import check_int, check_positive
+from ..core.priors import GaussianPrior, ScaleMixturePrior
+
+__all__ = ["AgentSpec", "BanditConfig", "PAPER_AGENTS"]
+
+
+_FLOAT32_SQRT_MAX = 1.8e19  # about sqrt(float32's largest): a square still fits
+
+
+# ---------------------------------------------------------------- configuration
+@dataclass(frozen=True)
+class AgentSpec:
+    """One agent: ``kind`` "thompson" (Bayes by Backprop) or "greedy" (ε-greedy)."""
+
+    name: str
+    kind: str
+    epsilon: float = 0.0
+
+    def __post_init__(self):
+        if self.kind not in ("thompson", "greedy"):
+            raise ValueError(f"agent kind must be 'thompson' or 'greedy', got {self.kind!r}")
+        if not (isinstance(self.epsilon, (int, float)) and 0.0 <= self.epsilon <= 1.0):
+            raise ValueError(f"epsilon must lie in [0, 1], got {self.epsilon!r}")
+        if self.kind == "thompson" and self.epsilon:
+            raise ValueError("a Thompson agent explores by sampling, not by epsilon")
+
+
+PAPER_AGENTS = (
+    AgentSpec("bayes-by-backprop", "thompson"),
+    AgentSpec("greedy", "greedy", 0.0),
+    AgentSpec("1%-greedy", "greedy", 0.01),
+    AgentSpec("5%-greedy", "greedy", 0.05),
+)
+"""The agents of the paper's Figure 6."""
+
+
+@dataclass(frozen=True)
+class BanditConfig:
+    """An experiment: agents × seeds, the paper's protocol and the choices it leaves open.
+
+    The protocol (§5.3): ``steps`` interactions, a buffer of the last ``capacity``, and
+    after each interaction ``updates`` minibatch updates of ``batch``; Thompson decisions
+    average ``act_samples`` weight samples. The rest is ours (docs/RESULTS.md says how it
+    was chosen): the optimiser and learning rate, the prior, the initialisation
+    (μ ~ N(0, ``mu_init``²) for every agent of a seed, ρ = ``rho_init``) and the
+    likelihood's noise ``noise_sigma`` (rewards are used as they are, −35 … 5), and what
+    the complexity cost is divided by (``complexity_over``: "seen", the interactions so
+    far, or "buffer", the items in the buffer).
+    """
+
+    steps: int = 50000
+    seeds: tuple = (0, 1, 2, 3, 4)
+    agents: tuple = PAPER_AGENTS
+    hidden: int = 100
+    capacity: int = 4096
+    updates: int = 64
+    batch: int = 64
+    act_samples: int = 2
+    optimizer: str = "adam"
+    lr: float = 1e-3
+    prior: str = "gaussian"
+    prior_pi: float = 0.5
+    prior_sigma1: float = 1.0
+    prior_sigma2: float = math.exp(-6)
+    prior_sigma: float = 1.0
+    noise_sigma: float = 1.0
+    mu_init: float = 0.1
+    rho_init: float = -5.0
+    complexity_over: str = "seen"
+
+    def __post_init__(self):
+        for name in ("steps", "hidden", "capacity", "updates", "batch", "act_samples"):
+            check_int(getattr(self, name), name, 0 if name == "updates" else 1)
+        seeds = tuple(self.seeds)
+        if not seeds or any(isinstance(s, bool) or not isinstance(s, int) or s < 0
+                            for s in seeds) or len(set(seeds)) != len(seeds):
+            raise ValueError(f"seeds must be distinct non-negative ints, got {self.seeds!r}")
+        object.__setattr__(self, "seeds", seeds)
+        agents = tuple(a if isinstance(a, AgentSpec) else AgentSpec(**a) for a in self.agents)
+        if not agents or len({a.name for a in agents}) != len(agents):
+            raise ValueError("agents must be a non-empty sequence with distinct names")
+        object.__setattr__(self, "agents", agents)
+        if self.optimizer not in ("adam", "sgd"):
+            raise ValueError(f"optimizer must be 'adam' or 'sgd', got {self.optimizer!r}")
+        if self.complexity_over not in ("seen", "buffer"):
+            raise ValueError(f"complexity_over must be 'seen' or 'buffer', got "
+                             f"{self.complexity_over!r}")
+        if self.prior not in ("mixture", "gaussian"):
+            raise ValueError(f"prior must be 'mixture' or 'gaussian', got {self.prior!r}")
+        for name in ("lr", "prior_sigma1", "prior_sigma2", "prior_sigma", "noise_sigma"):
+            check_positive(getattr(self, name), name)
+            # The kernels compute in float32 (and square the noise).
+            if getattr(self, name) > _FLOAT32_SQRT_MAX:
+                raise ValueError(f"{name} must be at most {_FLOAT32_SQRT_MAX:.3g}, got "
+                                 f"{getattr(self, name)!r}")
+        if isinstance(self.mu_init, bool) or not isinstance(self.mu_init, (int, float)) \
+                or not (math.isfinite(self.mu_init) and self.mu_init >= 0) \
+                or self.mu_init > _FLOAT32_SQRT_MAX:
+            raise ValueError(f"mu_init must be a finite number in [0, "
+                             f"{_FLOAT32_SQRT_MAX:.3g}], got {self.mu_init!r}")
+        object.__setattr__(self, "mu_init", self.mu_init + 0.0)  # -0.0 is 0.0 (NumPy: < 0)
+        if not 0.0 < self.prior_pi < 1.0:
+            raise ValueError(f"prior_pi must lie in (0, 1), got {self.prior_pi!r}")
+        if not (math.isfinite(self.rho_init) and abs(self.rho_init) <= 80):
+            raise ValueError(f"rho_init must be a finite number in [-80, 80] (sigma = "
+                             f"log(1 + exp(rho))), got {self.rho_init!r}")
+
+    def make_prior(self):
+        if self.prior == "mixture":
+            return ScaleMixturePrior(self.prior_pi, self.prior_sigma1, self.prior_sigma2)
+        return GaussianPrior(self.prior_sigma)
+
+    def to_json(self):
+        d = asdict(self)
+        d["seeds"] = list(self.seeds)
+        d["agents"] = [asdict(a) for a in self.agents]
+        return d
+
+    @classmethod
+    def from_json(cls, d):
+        d = dict(d)
+        d["seeds"] = tuple(d["seeds"])
+        d["agents"] = tuple(AgentSpec(**a) for a in d["agents"])
+        return cls(**d)

@@ -1,0 +1,293 @@
+"""The stacked engine: every agent and seed of an experiment in one compiled call per chunk
+of steps (``_kernels/bandit.cc``), and Python mirrors of its noise, minibatches and
+gradients that the tests compare it with.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import threading
+from pathlib import Path
+
+import numpy as np
+
+from .._checks import check_int
+from .._kernels import fused
+from ..core.priors import ScaleMixturePrior
+from .config import BanditConfig
+from .environment import MushroomBandit, _below, _key, _mix64, _stream, _unit
+
+__all__ = ["StackedAgents", "BanditCheckpointError"]
+
+
+class BanditCheckpointError(ValueError):
+    """A bandit run's checkpoint is unreadable or belongs to a different configuration."""
+
+
+# ---------------------------------------------------------------- the compiled engine
+_SOURCE = Path(fused.__file__).with_name("bandit.cc")  # beside the training kernels
+_lib_lock = threading.Lock()
+_lib = {"handle": None, "reason": None}
+
+
+class _Args(ctypes.Structure):
+    _fields_ = (
+        [(n, ctypes.c_int32) for n in (
+            "A", "D", "H", "F", "P", "capacity", "batch", "updates", "act_samples",
+            "optimizer", "prior_kind", "chunk", "complexity_over")]
+        + [("t0", ctypes.c_int64)]
+        + [(n, ctypes.c_float) for n in (
+            "lr", "beta1", "beta2", "adam_eps", "inv_noise_var", "pi", "sigma1", "sigma2",
+            "sigma")]
+        + [(n, ctypes.c_void_p) for n in (
+            "features", "edible", "rows", "unlucky", "explore_u", "explore_a", "epsilon",
+            "bayes", "key", "mu", "rho", "m_mu", "v_mu", "m_rho", "v_rho", "buf_row",
+            "buf_action", "buf_reward", "actions_out", "rewards_out", "loss_out")])
+
+
+def kernels():
+    """The compiled bandit kernels (built on first use), or raise RuntimeError saying why
+    they cannot be built (no C++ compiler, or a failed compile)."""
+    with _lib_lock:
+        if _lib["handle"] is None and _lib["reason"] is None:
+            cxx = fused.compiler()
+            try:
+                if cxx is None:
+                    raise RuntimeError("no C++ compiler found (install g++ or set CXX)")
+                lib = ctypes.CDLL(str(fused.build(cxx, _SOURCE, "bbb_bandit",
+                                                  mxnet_library=False)))
+                if lib.bandit_args_size() != ctypes.sizeof(_Args):
+                    raise RuntimeError("bandit.cc and bandit/engine.py disagree on BanditArgs")
+                lib.bandit_run.argtypes = [ctypes.POINTER(_Args)]
+                lib.bandit_grad.restype = ctypes.c_float
+                lib.bandit_grad.argtypes = [ctypes.POINTER(_Args), ctypes.c_void_p,
+                                            ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int32,
+                                            ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p,
+                                            ctypes.c_void_p, ctypes.c_float, ctypes.c_void_p]
+                _lib["handle"] = lib
+            except Exception as e:  # reported to the caller, once
+                _lib["reason"] = f"{type(e).__name__}: {e}"
+        if _lib["handle"] is None:
+            raise RuntimeError(f"the bandit kernels are unavailable: {_lib['reason']}")
+        return _lib["handle"]
+
+
+def _ptr(a):
+    return a.ctypes.data_as(ctypes.c_void_p)
+
+
+def num_params(width, hidden):
+    """Parameters of one agent's network for a ``width``-wide context."""
+    d = width + 2
+    return d * hidden + hidden + hidden * hidden + hidden + hidden + 1
+
+
+def split_params(flat, width, hidden):
+    """A flat parameter vector (the kernel's layout) as Gluon's Dense arrays:
+    ``[(weight (out, in), bias (out,)), ...]`` for the three layers."""
+    d, h = width + 2, hidden
+    o = np.cumsum([0, d * h, h, h * h, h, h, 1])
+    flat = np.asarray(flat)
+    return [(flat[o[0]:o[1]].reshape(d, h).T, flat[o[1]:o[2]]),
+            (flat[o[2]:o[3]].reshape(h, h).T, flat[o[3]:o[4]]),
+            (flat[o[4]:o[5]].reshape(1, h), flat[o[5]:o[6]])]
+
+
+class StackedAgents:
+    """Every agent of every seed of a :class:`BanditConfig`, advanced together.
+
+    Agent ``i`` is ``config.agents[i % n_agents]`` under seed ``config.seeds[i //
+    n_agents]``. State lives in NumPy arrays (the parameters, the optimiser's moments, the
+    buffers); :meth:`run` advances every agent by a chunk of steps in one kernel call,
+    with OpenMP threads over agents (``threads``, default ``OMP_NUM_THREADS`` or all).
+
+    Parameters
+    ----------
+    config : BanditConfig
+    env : MushroomBandit
+    """
+
+    STATE = ("mu", "rho", "m_mu", "v_mu", "m_rho", "v_rho", "buf_row", "buf_action",
+             "buf_reward")
+
+    def __init__(self, config: BanditConfig, env: MushroomBandit):
+        self.lib = kernels()
+        self.config, self.env = config, env
+        c = config
+        self.specs = [(seed, spec) for seed in c.seeds for spec in c.agents]
+        A = len(self.specs)
+        self.width = env.context_width
+        P = num_params(self.width, c.hidden)
+        self.P = P
+        self.mu = np.empty((A, P), np.float32)
+        for s, seed in enumerate(c.seeds):
+            init = np.random.Generator(np.random.PCG64(_key(seed, 2))).normal(
+                0.0, c.mu_init, size=P).astype(np.float32)
+            # biases start at 0; every agent of a seed starts from the same weights
+            for _, b in split_params(np.arange(P), self.width, c.hidden):
+                init[b] = 0.0
+            self.mu[s * len(c.agents):(s + 1) * len(c.agents)] = init
+        self.rho = np.full((A, P), c.rho_init, np.float32)
+        for name in ("m_mu", "v_mu", "m_rho", "v_rho"):
+            setattr(self, name, np.zeros((A, P), np.float32))
+        self.buf_row = np.zeros((A, c.capacity), np.int32)
+        self.buf_action = np.zeros((A, c.capacity), np.uint8)
+        self.buf_reward = np.zeros((A, c.capacity), np.float32)
+        self.t = 0
+        self.epsilon = np.array([spec.epsilon for _, spec in self.specs], np.float32)
+        self.bayes = np.array([spec.kind == "thompson" for _, spec in self.specs], np.uint8)
+        self.key = np.array([_key(seed, 3, i % len(c.agents)) for i, (seed, _) in
+                             enumerate(self.specs)], np.uint64)
+
+    @property
+    def num_agents(self):
+        return len(self.specs)
+
+    def _args(self, chunk, t0, rows, unlucky, explore_u, explore_a, out):
+        c = self.config
+        prior = c.make_prior()
+        a = _Args()
+        a.A, a.D, a.H, a.F, a.P = (self.num_agents, self.width + 2, c.hidden,
+                                   self.env.features.shape[1], self.P)
+        a.capacity, a.batch, a.updates, a.act_samples = c.capacity, c.batch, c.updates, \
+            c.act_samples
+        a.optimizer = 1 if c.optimizer == "adam" else 0
+        a.prior_kind = 1 if isinstance(prior, ScaleMixturePrior) else 2
+        a.chunk, a.t0 = chunk, t0
+        a.complexity_over = 1 if c.complexity_over == "seen" else 0
+        a.lr, a.beta1, a.beta2, a.adam_eps = c.lr, 0.9, 0.999, 1e-8
+        a.inv_noise_var = 1.0 / c.noise_sigma**2
+        a.pi, a.sigma1, a.sigma2, a.sigma = c.prior_pi, c.prior_sigma1, c.prior_sigma2, \
+            c.prior_sigma
+        self._keep = [self.env.features, self.env.edible, rows, unlucky, explore_u,
+                      explore_a, self.epsilon, self.bayes, self.key, *out]
+        for name, arr in zip(("features", "edible", "rows", "unlucky", "explore_u",
+                              "explore_a", "epsilon", "bayes", "key"), self._keep[:9],
+                             strict=True):
+            setattr(a, name, _ptr(arr))
+        for name in self.STATE:
+            setattr(a, name, _ptr(getattr(self, name)))
+        a.actions_out, a.rewards_out, a.loss_out = (_ptr(x) for x in out)
+        return a
+
+    def draws(self, t0, t1):
+        """Per agent, steps ``t0 .. t1 - 1``: rows, luck, exploration uniforms and actions."""
+        n = len(self.config.agents)
+        rows, unlucky, eu, ea = [], [], [], []
+        for i, (seed, _) in enumerate(self.specs):
+            if i % n == 0:
+                r, u = self.env.draw(seed, t0, t1)
+            h = _stream(int(self.key[i]) ^ 0x5A5A, t0, t1)
+            rows.append(r)
+            unlucky.append(u)
+            eu.append(_unit(h))
+            ea.append(((h >> np.uint64(3)) & np.uint64(1)).astype(np.uint8))
+        return (np.ascontiguousarray(np.stack(rows)), np.ascontiguousarray(np.stack(unlucky)),
+                np.ascontiguousarray(np.stack(eu)), np.ascontiguousarray(np.stack(ea)))
+
+    def run(self, chunk, threads=None):
+        """Advance every agent by ``chunk`` steps; returns ``(rows, actions, rewards,
+        losses)``, each ``(agents, chunk)`` (``losses``: the mean NLL of each step's
+        minibatches)."""
+        check_int(chunk, "chunk", 1)
+        t0 = self.t
+        rows, unlucky, eu, ea = self.draws(t0, t0 + chunk)
+        out = (np.zeros((self.num_agents, chunk), np.uint8),
+               np.zeros((self.num_agents, chunk), np.float32),
+               np.zeros((self.num_agents, chunk), np.float32))
+        args = self._args(chunk, t0, rows, unlucky, eu, ea, out)
+        with _omp_threads(threads):
+            if self.lib.bandit_run(ctypes.byref(args)) != 0:
+                raise RuntimeError("bandit_run rejected its arguments (a bug)")
+        self.t += chunk
+        return (rows, *out)
+
+    def state_dict(self):
+        d = {name: getattr(self, name) for name in self.STATE}
+        d["t"] = np.array(self.t, np.int64)
+        return d
+
+    def load_state_dict(self, d):
+        for name in self.STATE:
+            arr = d[name]
+            ref = getattr(self, name)
+            if arr.shape != ref.shape or arr.dtype != ref.dtype:
+                raise BanditCheckpointError(f"checkpoint array {name} is {arr.dtype}"
+                                            f"{arr.shape}, expected {ref.dtype}{ref.shape}")
+            setattr(self, name, np.ascontiguousarray(arr))
+        self.t = int(d["t"])
+
+
+class _omp_threads:
+    """Sets the kernels' OpenMP thread count for a block (None: leave it)."""
+
+    def __init__(self, threads):
+        self.threads = threads
+
+    def __enter__(self):
+        if self.threads is not None:
+            lib = kernels()
+            self.before = lib.bandit_get_threads()
+            lib.bandit_set_threads(int(self.threads))
+
+    def __exit__(self, *exc):
+        if self.threads is not None:
+            kernels().bandit_set_threads(self.before)
+
+
+def kernel_noise(key, n):
+    """The ``n`` normals the kernel draws under ``key`` (for tests)."""
+    out = np.empty(n, np.float32)
+    kernels().bandit_noise(ctypes.c_uint64(key), ctypes.c_int64(n), _ptr(out))
+    return out
+
+
+def _tagged(key, tag, offset):
+    """The kernel's ``mix64(mix64(key ^ (tag << 56)) + offset)``."""
+    with np.errstate(over="ignore"):
+        inner = _mix64(np.uint64(key) ^ np.uint64(tag << 56))
+        return int(_mix64(inner + np.uint64(offset)))
+
+
+def update_noise_key(agent_key, t, u, updates):
+    """Key of the weight noise of update ``u`` after step ``t`` (0-based)."""
+    return _tagged(agent_key, 1, t * updates + u + 1)
+
+
+def minibatch_indices(agent_key, t, u, updates, batch, n):
+    """Buffer slots of the minibatch of update ``u`` after step ``t`` (``n`` items stored)."""
+    ukey = _tagged(agent_key, 2, t * updates + u)
+    with np.errstate(over="ignore"):
+        h = _mix64(np.uint64(ukey) + np.arange(batch, dtype=np.uint64))
+    return _below(h, n).astype(np.int64)
+
+
+def kernel_gradients(config, width, w, inputs, y, eps=None, mu=None, rho=None, scale=0.0):
+    """The kernel's mean NLL and gradients for one minibatch (for tests).
+
+    ``inputs``: ``(B, 23)`` input columns, ``y``: ``(B,)`` rewards, ``w``: flat weights.
+    Without ``eps``: ``(nll, dNLL/dw)``. With ``eps, mu, rho``: ``(nll, dmu, drho)`` with
+    the complexity cost weighted by ``scale``.
+    """
+    lib = kernels()
+    prior = config.make_prior()
+    a = _Args()
+    a.D, a.H, a.F = width + 2, config.hidden, inputs.shape[1] - 1
+    a.P = num_params(width, config.hidden)
+    a.inv_noise_var = 1.0 / config.noise_sigma**2
+    a.prior_kind = 1 if isinstance(prior, ScaleMixturePrior) else 2
+    a.pi, a.sigma1, a.sigma2, a.sigma = config.prior_pi, config.prior_sigma1, \
+        config.prior_sigma2, config.prior_sigma
+    w = np.ascontiguousarray(w, np.float32)
+    inputs = np.ascontiguousarray(inputs, np.int32)
+    y = np.ascontiguousarray(y, np.float32)
+    g = np.zeros(a.P, np.float32)
+    if eps is None:
+        nll = lib.bandit_grad(ctypes.byref(a), _ptr(w), _ptr(inputs), _ptr(y), len(y), _ptr(g),
+                              None, None, None, 0.0, None)
+        return float(nll), g
+    eps, mu, rho = (np.ascontiguousarray(x, np.float32) for x in (eps, mu, rho))
+    grho = np.zeros(a.P, np.float32)
+    nll = lib.bandit_grad(ctypes.byref(a), _ptr(w), _ptr(inputs), _ptr(y), len(y), _ptr(g),
+                          _ptr(eps), _ptr(mu), _ptr(rho), scale, _ptr(grho))
+    return float(nll), g, grho

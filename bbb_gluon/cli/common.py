@@ -1,0 +1,135 @@
+"""What every command shares: exit statuses, the one-line usage error, and the helpers that
+turn a library ``ValueError`` about the user's input into one.
+"""
+
+import math
+import os
+import signal
+
+EXIT_FAILURE = 1
+EXIT_USAGE = 2
+EXIT_DIVERGED = 3
+EXIT_INTERRUPTED = 130
+
+
+class UsageError(Exception):
+    """A problem with what the user asked for (reported as one line)."""
+
+
+_PROGRAM = {"running": False}  # main() runs as the program (not called from Python)
+
+
+def _stop_listening():
+    """The program is stopping after Ctrl-C: more Ctrl-C (or SIGTERM) while it prints and
+    exits changes nothing, instead of killing it half-way with another status. (Only as a
+    program: a Python caller of main() keeps its handlers.)"""
+    if _PROGRAM["running"]:
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            signal.signal(sig, signal.SIG_IGN)
+
+
+def _checked(function, *args, **kwargs):
+    """``function(*args, **kwargs)`` for a call that turns the user's arguments into a
+    configuration or reads their input: its ``ValueError`` is theirs to fix (a usage
+    error). A ``ValueError`` anywhere else is a bug and keeps its traceback."""
+    try:
+        return function(*args, **kwargs)
+    except UsageError:
+        raise
+    except ValueError as e:
+        raise UsageError(str(e)) from e
+
+
+def _contexts(spec):
+    import mxnet as mx
+
+    ctxs = []
+    for part in spec.split(","):
+        kind, _, index = part.strip().partition(":")
+        if kind not in ("cpu", "gpu") or (index and not index.isdigit()):
+            raise UsageError(f"--ctx: cannot read {part!r}; use cpu, gpu, gpu:0,gpu:1 ...")
+        index = int(index or 0)
+        if kind == "gpu":
+            if index >= mx.context.num_gpus():
+                raise UsageError(f"--ctx: {part} requested but this machine has "
+                                 f"{mx.context.num_gpus()} GPU(s) visible to MXNet")
+            ctxs.append(mx.gpu(index))
+        else:
+            ctxs.append(mx.cpu(index))
+    if len(set(ctxs)) != len(ctxs):
+        raise UsageError(f"--ctx lists a device twice: {spec}")
+    return ctxs
+
+
+def _sigma(log_sigma, option):
+    """exp(log_sigma), or a usage error where it is not a positive finite number."""
+    try:
+        sigma = math.exp(log_sigma)
+    except OverflowError:
+        sigma = math.inf
+    if not 0 < sigma < math.inf:
+        raise UsageError(f"{option} must give a positive finite sigma (about -700 to 700), "
+                         f"got {log_sigma!r}")
+    return sigma
+
+
+def _refuse_to_overwrite(args, paths):
+    """A UsageError naming the first of ``paths`` that exists, unless ``--force``."""
+    existing = [p for p in paths if os.path.exists(p)]
+    if existing and not args.force:
+        raise UsageError(f"{existing[0]} already exists; use --force to overwrite "
+                         "(nothing was changed)")
+
+
+def _close(fig):
+    """A command writes its figures to files; in-process callers (tests) must not
+    accumulate them."""
+    import matplotlib.pyplot as plt
+
+    plt.close(fig)
+
+
+def _read_run_config(run_dir):
+    from ..runs import read_run_config
+
+    return read_run_config(run_dir)
+
+
+def _json_safe(value):
+    """NaN (an empty reliability bin) as null: json.dump would write invalid JSON."""
+    import numpy as np
+
+    if isinstance(value, dict):
+        return {k: _json_safe(v) for k, v in value.items()}
+    if isinstance(value, list | tuple | np.ndarray):
+        return [_json_safe(v) for v in (value.tolist() if isinstance(value, np.ndarray)
+                                        else value)]
+    if isinstance(value, np.integer):
+        return int(value)
+    if isinstance(value, float | np.floating):
+        return float(value) if math.isfinite(value) else None
+    return value
+
+
+def _for_checkpoint(run_dir, name, which):
+    """The path of an output file: ``name`` for the best checkpoint, ``stem_latest.ext`` for
+    the latest, so the two sets of results sit side by side in the run folder."""
+    if which == "latest":
+        stem, ext = os.path.splitext(name)
+        name = f"{stem}_latest{ext}"
+    return os.path.join(run_dir, name)
+
+
+def _print_table(table):
+    import numpy as np
+
+    widths = np.max([[len(c) for c in row] for row in table], axis=0)
+    for row in table:
+        print("  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip())
+
+
+def _describe_checkpoint(which, meta):
+    epoch, batch = meta.get("epoch"), meta.get("batch") or 0
+    where = (f"epoch {epoch}" if not batch
+             else f"in epoch {epoch + 1}, after {batch} minibatches (interrupted)")
+    return f"{which} checkpoint, {where}"

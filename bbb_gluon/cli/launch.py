@@ -1,0 +1,73 @@
+"""``bbb-gluon launch``: start a ``dist_sync`` run's processes on this machine (or print the
+commands for several).
+"""
+
+import sys
+
+from .common import EXIT_FAILURE, UsageError, _stop_listening
+
+
+def _launch_argv(command):
+    """A ``bbb-gluon`` subcommand runs as ``python -m bbb_gluon ...`` (``train`` gets
+    ``--kvstore=dist_sync`` unless it names one); anything else as given."""
+    if command and command[0] == "--":
+        command = command[1:]
+    if not command:
+        raise UsageError("give the workers' command after --, e.g. "
+                         "bbb-gluon launch -n 2 -- train --epochs 1")
+    if command[0] == "train":
+        kv = [a for a in command if a == "--kvstore" or a.startswith("--kvstore=")]
+        if not kv:
+            command = [*command, "--kvstore=dist_sync"]
+        else:
+            i = command.index(kv[0])
+            value = kv[0].split("=", 1)[1] if "=" in kv[0] else (
+                command[i + 1] if i + 1 < len(command) else "")
+            if not value.startswith("dist_sync"):
+                raise UsageError(f"launched workers need --kvstore dist_sync or "
+                                 f"dist_sync_device, not {value!r}")
+        return [sys.executable, "-m", "bbb_gluon", *command]
+    if command[0] in ("evaluate", "prune", "compare", "weights", "bandit", "demo", "launch"):
+        raise UsageError(f"{command[0]} does not train on several workers; launch runs "
+                         "train or a program of yours")
+    return list(command)
+
+
+def cmd_launch(args):
+    from ..distributed import LaunchError, LaunchInterrupted, launch, launch_commands
+
+    argv = _launch_argv(args.command)
+    for name in ("workers", "servers"):
+        if getattr(args, name) < 1:
+            raise UsageError(f"--{name} must be >= 1, got {getattr(args, name)}")
+    if args.threads is not None and args.threads < 1:
+        raise UsageError(f"--threads must be >= 1, got {args.threads}")
+    if args.timeout is not None and not args.timeout > 0:
+        raise UsageError(f"--timeout must be > 0 seconds, got {args.timeout}")
+    hosts = None
+    if args.host_file:
+        try:
+            with open(args.host_file) as f:
+                hosts = [line.split("#")[0].strip() for line in f]
+        except (OSError, UnicodeDecodeError) as e:
+            raise UsageError(f"--host-file {args.host_file}: cannot read it ({e})") from None
+        hosts = [h for h in hosts if h]
+        if not hosts:
+            raise UsageError(f"{args.host_file} names no host (one per line)")
+    if args.print_commands:
+        for host, role, text in launch_commands(argv, args.workers, args.servers,
+                                                hosts or [args.host], port=args.port or 9091,
+                                                threads=args.threads or 1):
+            print(f"# {role} on {host}\n{text}")
+        return 0
+    try:
+        return launch(argv, args.workers, args.servers, timeout=args.timeout,
+                      threads=args.threads, host=args.host, port=args.port, ssh_hosts=hosts)
+    except LaunchError as e:
+        print(f"bbb-gluon launch: error: {e}", file=sys.stderr)
+        return EXIT_FAILURE
+    except LaunchInterrupted as e:
+        _stop_listening()
+        print("bbb-gluon launch: interrupted; every process of the run has stopped",
+              file=sys.stderr)
+        return e.exit_status

@@ -1,0 +1,52 @@
+"""``main``: parse, run the command, and turn the user's mistakes into one line and exit 2.
+"""
+
+import sys
+
+from .common import (
+    _PROGRAM,
+    EXIT_FAILURE,
+    EXIT_INTERRUPTED,
+    EXIT_USAGE,
+    UsageError,
+    _stop_listening,
+)
+from .parser import RECIPES, build_parser
+
+__all__ = ["main"]
+
+
+def main(argv=None):
+    # The console script and ``python -m bbb_gluon`` call main() with no arguments.
+    _PROGRAM["running"] = argv is None
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if getattr(args, "recipe", None):
+        # The recipe's values become the defaults, so options given beside it still win.
+        parser.train_parser.set_defaults(**RECIPES[args.recipe])
+        args = parser.parse_args(argv)
+    from .._files import FileWriteError
+    from ..bandit import BanditCheckpointError
+    from ..core.posterior import PosteriorMismatchError
+    from ..data import DataFileError, DatasetNotFoundError
+    from ..runs import RunFolderError
+    from ..training import CheckpointError
+
+    # Errors in what the user gave (arguments, files, run folders) are one line and exit 2;
+    # a failing disk is one line and exit 1. Anything else is a bug: it keeps its traceback.
+    try:
+        return args.func(args)
+    except (UsageError, CheckpointError, PosteriorMismatchError, DataFileError,
+            DatasetNotFoundError, FileNotFoundError, RunFolderError,
+            BanditCheckpointError) as e:
+        message = " ".join(str(e).split()) if not isinstance(e, DatasetNotFoundError) else str(e)
+        print(f"bbb-gluon {args.command}: error: {message}", file=sys.stderr)
+        return EXIT_USAGE
+    except FileWriteError as e:
+        print(f"bbb-gluon {args.command}: error: {e}", file=sys.stderr)
+        return EXIT_FAILURE
+    except KeyboardInterrupt as e:
+        _stop_listening()
+        print("interrupted", file=sys.stderr)
+        return getattr(e, "exit_status", EXIT_INTERRUPTED)
+

@@ -1,0 +1,43 @@
+"""``bbb-gluon weights``: the distribution of a run's weights and signal-to-noise ratios.
+"""
+
+from .common import UsageError, _contexts, _refuse_to_overwrite
+
+
+def cmd_weights(args):
+    """Density of the Dense weights of several runs on one axis (the paper's Figure 3)."""
+    import matplotlib.pyplot as plt
+    import numpy as np
+
+    from .. import plotting
+    from ..runs import run_weights, summarize_run
+
+    if not args.out.lower().endswith(".png"):
+        raise UsageError(f"--out must name a .png file, got {args.out!r}")
+    _refuse_to_overwrite(args, [args.out])
+    if args.bins < 1:
+        raise UsageError(f"--bins must be >= 1, got {args.bins}")
+    labels = [s.strip() for s in args.labels.split(",")] if args.labels else None
+    if labels is not None and len(labels) != len(args.run_dirs):
+        raise UsageError(f"--labels gives {len(labels)} labels for {len(args.run_dirs)} runs")
+    ctx = _contexts(args.ctx)
+    if len(ctx) != 1:
+        raise UsageError("--ctx: weights runs on one device")
+    weights = {}
+    for i, run_dir in enumerate(args.run_dirs):
+        summary = summarize_run(run_dir)
+        w = run_weights(run_dir, "best", draw=args.draw, seed=args.seed, ctx=ctx[0])
+        label = labels[i] if labels else f"{summary['model']} ({summary['run']})"
+        if label in weights:
+            raise UsageError(f"two runs have the label {label!r}; give --labels")
+        weights[label] = w
+        print(f"{label}: {w.size:,} weights, std {np.std(w):.4f}, "
+              f"|w| < 0.01: {100 * np.mean(np.abs(w) < 0.01):.1f}%, "
+              f"|w| > 0.2: {100 * np.mean(np.abs(w) > 0.2):.2f}%")
+    what = "one posterior sample" if args.draw == "sample" else "posterior means"
+    fig = plotting.plot_weight_density(weights, bins=args.bins,
+                                       title=f"Density of the weights (bbb: {what})")
+    plotting.save(fig, args.out)
+    plt.close(fig)
+    print(f"wrote {args.out}")
+    return 0

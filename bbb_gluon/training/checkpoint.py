@@ -1,0 +1,204 @@
+"""Checkpoints of a run folder: the network's and the posterior's arrays, the optimiser
+states and where training stood, written atomically and read back with clear errors;
+``load_run`` rebuilds a trained network from its folder.
+"""
+
+import os
+import tempfile
+
+import mxnet as mx
+
+from .._files import (
+    array_bytes,
+    array_json,
+    atomic_nd_save,
+    bytes_array,
+    json_array,
+    read_nd_file,
+)
+from ..core.posterior import Posterior, PosteriorMismatchError, _structural_params
+from .config import _ARCH_FIELDS, _FREE_FIELDS, TrainConfig
+from .model import _build
+
+__all__ = ["load_run", "CheckpointError"]
+
+
+_FORMAT = "bbb_gluon.checkpoint/1"
+
+
+class CheckpointError(ValueError):
+    """A run folder or checkpoint that cannot be used (missing, corrupt, or another model)."""
+
+
+_LOSS = "loss:"  # prefix of a loss's own parameters (a learned noise scale) in checkpoints
+
+
+def _model_arrays(net, posterior, loss=None):
+    """Every array that defines the model: mu and rho of the posterior (``"<key>|mu"``),
+    the network's other parameters, BatchNorm statistics included, under their names, and
+    the parameters of a loss that has some (``"loss:<name>"``)."""
+    out = {}
+    if loss is not None:
+        out.update({_LOSS + k: p.data(p.list_ctx()[0])
+                    for k, p in _structural_params(loss).items()})
+    covered = set(posterior.keys) if posterior is not None else set()
+    if posterior is not None:
+        for key, mu, rho in zip(posterior.keys, posterior.mu(), posterior.rho(), strict=True):
+            out[f"{key}|mu"] = mu
+            out[f"{key}|rho"] = rho
+    for k, p in _structural_params(net).items():
+        if k not in covered:
+            out[k] = p.data(p.list_ctx()[0])
+    return out
+
+
+def _set_model_arrays(arrays, net, posterior, path, loss=None):
+    targets = {}
+    if loss is not None:
+        targets.update({_LOSS + k: (p, p.shape) for k, p in _structural_params(loss).items()})
+    else:  # reading a run back without its loss: its parameters are not needed
+        arrays = {k: v for k, v in arrays.items() if not k.startswith(_LOSS)}
+    covered = set(posterior.keys) if posterior is not None else set()
+    if posterior is not None:
+        for key, shape, mu, rho in zip(posterior.keys, posterior.shapes,
+                                       posterior._mu, posterior._rho, strict=True):
+            targets[f"{key}|mu"] = (mu, shape)
+            targets[f"{key}|rho"] = (rho, shape)
+    targets.update({k: (p, p.shape) for k, p in _structural_params(net).items()
+                    if k not in covered})
+    if set(targets) != set(arrays):
+        raise CheckpointError(f"{path} holds parameters of another architecture")
+    for name, (param, shape) in targets.items():
+        if tuple(arrays[name].shape) != tuple(shape):
+            raise CheckpointError(f"{path}: {name} has shape {arrays[name].shape}, "
+                                  f"this model needs {shape}")
+        param.set_data(arrays[name])
+
+
+def _save_checkpoint(path, net, posterior, trainers, meta, loss=None):
+    """``trainers``: None (a weights-only checkpoint) or the run's trainers, whose optimiser
+    states are stored as ``__trainer__``, ``__trainer1__``, ..."""
+    arrays = dict(_model_arrays(net, posterior, loss))
+    arrays["__meta__"] = json_array(meta)
+    for i, trainer in enumerate(trainers or []):
+        fd, tmp = tempfile.mkstemp(prefix=".tmp-states-")
+        os.close(fd)
+        try:
+            trainer.save_states(tmp)
+            with open(tmp, "rb") as f:
+                arrays["__trainer__" if i == 0 else f"__trainer{i}__"] = bytes_array(f.read())
+        finally:
+            os.remove(tmp)
+    atomic_nd_save(path, arrays)
+
+
+def _read_checkpoint(path):
+    try:
+        arrays = read_nd_file(path)
+        meta = array_json(arrays.pop("__meta__"))
+        trainer_blob = arrays.pop("__trainer__", None)
+        extra_blobs, i = [], 1
+        while f"__trainer{i}__" in arrays:
+            extra_blobs.append(array_bytes(arrays.pop(f"__trainer{i}__")))
+            i += 1
+    except FileNotFoundError:
+        raise CheckpointError(f"no checkpoint at {path}") from None
+    except (ValueError, KeyError, UnicodeDecodeError):
+        raise CheckpointError(f"{path} is corrupt or not a bbb_gluon checkpoint") from None
+    if meta.get("format") != _FORMAT:
+        raise CheckpointError(f"{path} is not a bbb_gluon checkpoint")
+    meta["trainer_states"] = None if trainer_blob is None else array_bytes(trainer_blob)
+    meta["other_trainer_states"] = extra_blobs
+    return arrays, meta
+
+
+def _load_trainer_states(trainer, blob):
+    fd, tmp = tempfile.mkstemp(prefix=".tmp-states-")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(blob)
+        trainer.load_states(tmp)
+    finally:
+        os.remove(tmp)
+
+
+def _run_paths(run_dir):
+    ckpt = os.path.join(run_dir, "checkpoints")
+    return ckpt, os.path.join(ckpt, "latest.params"), os.path.join(ckpt, "best.params")
+
+
+def _check_resume_config(stored, config, path):
+    here = config.to_dict()
+    for name in _ARCH_FIELDS:
+        a, b = stored.get(name), here.get(name)
+        if a != b:
+            raise CheckpointError(
+                f"{path} is a checkpoint of another model: {name} is {a!r} there, {b!r} here")
+    # A checkpoint written before a setting existed holds its default.
+    defaults = TrainConfig().to_dict()
+    for name, b in here.items():
+        a = stored.get(name, defaults[name])
+        if name not in _FREE_FIELDS and a != b:
+            raise CheckpointError(
+                f"{path} was trained with {name}={a!r}; resuming with {name}={b!r} would "
+                "not continue the same run (only epochs, log_every and eval_samples may "
+                "change)")
+
+
+def _check_resume_setup(meta, setup, path):
+    """The engine, the devices and the workers decide the noise a run draws: a resumed run
+    keeps them."""
+    for name, value in setup.items():
+        stored = meta.get(name, 1 if name == "workers" else None)
+        if stored is not None and stored != value:
+            raise CheckpointError(
+                f"{path} was trained with {name} {stored!r}; resuming with {value!r} would "
+                f"draw other weight noise and not continue the same run"
+                + (" (is the C++ compiler missing, or BBB_GLUON_FUSED=0 set?)"
+                   if name == "engine" else ""))
+
+
+def load_run(run_dir, which="best", ctx=None, net=None):
+    """Rebuild the network (and posterior) of a run folder from a checkpoint.
+
+    Parameters
+    ----------
+    run_dir : str
+    which : {"best", "latest"}
+    ctx : Context, optional
+    net : gluon.Block, optional
+        For a run of your own network: an instance of the same architecture (initialised)
+        to load the checkpoint into; its posterior is rebuilt over the parameters the
+        checkpoint holds one for.
+
+    Returns
+    -------
+    (net, posterior or None, TrainConfig, meta dict)
+    """
+    if which not in ("best", "latest"):
+        raise ValueError(f"which must be 'best' or 'latest', got {which!r}")
+    run_dir = os.fspath(run_dir)
+    _, latest_path, best_path = _run_paths(run_dir)
+    if not os.path.isfile(os.path.join(run_dir, "config.json")):
+        raise CheckpointError(f"{run_dir} is not a run folder (no config.json)")
+    if not os.path.isfile(best_path if which == "best" else latest_path):
+        raise CheckpointError(f"{run_dir} has no {which} checkpoint")
+    path = best_path if which == "best" else latest_path
+    arrays, meta = _read_checkpoint(path)
+    config = TrainConfig.from_dict(meta["config"])
+    user = meta.get("network") == "user"
+    if user != (net is not None):
+        raise CheckpointError(
+            f"{path} is a run of {'a network of its user' if user else 'the package MLP'}: "
+            + ("pass an instance of that network as net=" if user else "do not pass net="))
+    if net is None:
+        net, posterior = _build(config, [ctx or mx.current_context()])
+    else:
+        covered = {k[:-3] for k in arrays if k.endswith("|mu")}
+        posterior = Posterior(net, seed=config.seed, select=lambda key, _: key in covered) \
+            if covered else None
+    try:
+        _set_model_arrays(arrays, net, posterior, path)
+    except PosteriorMismatchError as e:
+        raise CheckpointError(str(e)) from None
+    return net, posterior, config, meta

@@ -1,0 +1,219 @@
+"""What a training run is: ``TrainConfig`` (model, prior, optimisation, data), checked before
+any work starts.
+"""
+
+import math
+import numbers
+from dataclasses import asdict, dataclass, field, fields
+
+import numpy as np
+
+from .._checks import check_int, check_positive
+from ..core.posterior import check_rho_init
+from ..core.priors import make_prior
+
+__all__ = ["TrainConfig", "MODELS"]
+
+
+MODELS = ("bbb", "plain", "dropout")
+_ARCH_FIELDS = ("model", "hidden", "activation", "num_inputs", "num_outputs", "likelihood")
+# Settings a resumed run may change: they decide how long it runs and what it reports,
+# not the path its parameters take.
+_FREE_FIELDS = ("epochs", "log_every", "eval_samples")
+# MXNet 1.9.1's wheels index arrays with int32 (built without USE_INT64_TENSOR_SIZE), and
+# optimisers take their rates as float32.
+_MAX_ARRAY = 2**31 - 1
+_FLOAT32_MAX = float(np.finfo(np.float32).max)
+
+
+@dataclass
+class TrainConfig:
+    """Everything that defines a training run (stored as ``config.json`` in the run folder).
+
+    Parameters
+    ----------
+    model : {"bbb", "plain", "dropout"}
+    hidden : tuple of int, default (400, 400)
+        Units per hidden layer.
+    activation : str, default "relu"
+        Any ``nn.Dense`` activation ("relu", "tanh", "sigmoid", "softrelu").
+    num_inputs, num_outputs : int, default 784, 10
+    likelihood : {"softmax", "bernoulli"}, default "softmax"
+        "bernoulli" uses one output unit (``num_outputs`` must be 1).
+    epochs : int, default 10
+    optimizer : {"adam", "sgd"}, default "adam"
+        "sgd" is plain gradient descent (no momentum), the paper's update.
+    lr : float, default 1e-3
+        Learning rate, applied to the gradient of the batch cost that ``loss_reduction``
+        names.
+    loss_reduction : {"mean", "sum"}, default "mean"
+        What the optimiser differentiates: the batch's mean cost (Gluon's convention,
+        ``trainer.step(batch_size)``) or its summed cost, the paper's minibatch cost
+        :math:`f_i` of eq. (8) (``trainer.step(1)``). For SGD, lr 1e-3 with "sum" is lr
+        0.128 with "mean" at batch 128; Adam is nearly indifferent to the scale.
+    lr_decay_epochs : tuple of int, default ()
+        Epochs after which the learning rate is multiplied by ``lr_decay_factor``
+        (``(300,)``: epochs 301 onwards run at ``lr * lr_decay_factor``).
+    lr_decay_factor : float, default 0.1
+    rho_lr_mult : float, default 1.0
+        Multiplier of the learning rate for the :math:`\\rho` parameters (Gluon's
+        ``Parameter.lr_mult``). Under plain SGD the complexity cost moves each
+        :math:`\\rho` by only about ``lr / batches`` per epoch; a multiplier above 1 lets
+        :math:`\\sigma` leave its start without changing the step of :math:`\\mu`.
+    batch_size : int, default 128
+    samples : int, default 1
+        Weight samples per step (bbb).
+    weighting : "uniform", "blundell" or float, default "uniform"
+        Complexity-cost weighting :math:`\\pi_i` across the minibatches of an epoch.
+    complexity : {"mc", "kl"}, default "mc"
+    prior : dict, default scale mixture pi=0.5, sigma1=1, sigma2=e^-6
+        As :func:`bbb_gluon.make_prior` takes it.
+    mu_init, mu_scale, rho_init : see :class:`bbb_gluon.Posterior` (``rho_init`` may be a
+        pair ``[low, high]`` drawing every rho uniformly in that range).
+    dropout : float, default 0.5
+        Drop probability of the dropout baseline (before every Dense layer but the first).
+    eval_samples : int, default 10
+        Weight samples of the Monte-Carlo validation error (0: means only).
+    seed : int, default 0
+    log_every : int, default 50
+        Batches between progress-bar updates (the only host syncs inside an epoch).
+    engine : {"auto", "fused", "reference"}, default "auto"
+        How a bbb step is computed: "fused" uses the compiled CPU kernels of
+        :mod:`bbb_gluon.fused`, "reference" MXNet operators with autograd through
+        :class:`BBBLoss` (same estimator, slower); "auto" takes "fused" on CPUs where the
+        kernels build. The weight noise differs between the two (each is reproducible).
+    """
+
+    model: str = "bbb"
+    hidden: tuple = (400, 400)
+    activation: str = "relu"
+    num_inputs: int = 784
+    num_outputs: int = 10
+    likelihood: str = "softmax"
+    epochs: int = 10
+    optimizer: str = "adam"
+    lr: float = 1e-3
+    loss_reduction: str = "mean"
+    lr_decay_epochs: tuple = ()
+    lr_decay_factor: float = 0.1
+    rho_lr_mult: float = 1.0
+    batch_size: int = 128
+    samples: int = 1
+    weighting: object = "uniform"
+    complexity: str = "mc"
+    prior: dict = field(default_factory=lambda: {"kind": "scale_mixture", "pi": 0.5,
+                                                 "sigma1": 1.0, "sigma2": math.exp(-6)})
+    mu_init: str = "normal"
+    mu_scale: float = 0.1
+    rho_init: float = -3.0
+    dropout: float = 0.5
+    eval_samples: int = 10
+    seed: int = 0
+    log_every: int = 50
+    engine: str = "auto"
+
+    def __post_init__(self):
+        self.hidden = tuple(self.hidden)
+        self.lr_decay_epochs = tuple(self.lr_decay_epochs)
+        if isinstance(self.rho_init, list | tuple):
+            self.rho_init = tuple(self.rho_init)
+        self.validate()
+
+    def validate(self):
+        """Raise ``ValueError`` naming the first impossible setting."""
+        def positive_int(name, minimum=1):
+            check_int(getattr(self, name), name, minimum)
+
+        def positive_float(name):
+            check_positive(getattr(self, name), name)
+
+        if self.model not in MODELS:
+            raise ValueError(f"unknown model {self.model!r}; choose one of {MODELS}")
+        if not self.hidden or any(isinstance(h, bool) or not isinstance(h, numbers.Integral)
+                                  or h < 1 for h in self.hidden):
+            raise ValueError(f"hidden must be a non-empty list of positive unit counts, "
+                             f"got {self.hidden!r}")
+        if self.activation not in ("relu", "tanh", "sigmoid", "softrelu"):
+            raise ValueError(f"unknown activation {self.activation!r}")
+        if self.likelihood not in ("softmax", "bernoulli"):
+            raise ValueError(f"likelihood must be 'softmax' or 'bernoulli' for training, "
+                             f"got {self.likelihood!r}")
+        for name in ("num_inputs", "num_outputs", "epochs", "batch_size", "samples",
+                     "log_every"):
+            positive_int(name)
+        positive_int("eval_samples", 0)
+        positive_int("seed", 0)
+        if self.likelihood == "bernoulli" and self.num_outputs != 1:
+            raise ValueError("the bernoulli likelihood needs num_outputs=1")
+        if self.likelihood == "softmax" and self.num_outputs < 2:
+            raise ValueError("the softmax likelihood needs num_outputs >= 2")
+        positive_float("lr")
+        positive_float("mu_scale")
+        if self.engine not in ("auto", "fused", "reference"):
+            raise ValueError(f"engine must be 'auto', 'fused' or 'reference', "
+                             f"got {self.engine!r}")
+        if self.optimizer not in ("adam", "sgd"):
+            raise ValueError(f"unknown optimizer {self.optimizer!r}; choose 'adam' or 'sgd'")
+        check_rho_init(self.rho_init)
+        if self.loss_reduction not in ("mean", "sum"):
+            raise ValueError(f"loss_reduction must be 'mean' or 'sum', "
+                             f"got {self.loss_reduction!r}")
+        decay = self.lr_decay_epochs
+        if any(isinstance(e, bool) or not isinstance(e, numbers.Integral) or e < 1
+               for e in decay) or list(decay) != sorted(set(decay)):
+            raise ValueError(f"lr_decay_epochs must be increasing positive epoch numbers, "
+                             f"got {list(decay)!r}")
+        positive_float("lr_decay_factor")
+        positive_float("rho_lr_mult")
+        # After the type checks: these read several fields.
+        widths = (self.num_inputs, *self.hidden, self.num_outputs)
+        largest = max(a * b for a, b in zip(widths, widths[1:], strict=False))
+        if largest >= _MAX_ARRAY:
+            raise ValueError(f"hidden {list(self.hidden)!r} makes a weight array of {largest:,} "
+                             f"elements; MXNet 1.9.1's builds hold at most {_MAX_ARRAY - 1:,}")
+        if self.lr * max(self.rho_lr_mult, 1.0) > _FLOAT32_MAX:
+            raise ValueError(f"lr must fit in float32 (at most {_FLOAT32_MAX:.3g}, with "
+                             f"rho_lr_mult), got {self.lr!r}")
+        if not (isinstance(self.dropout, numbers.Real) and 0 <= self.dropout < 1):
+            raise ValueError(f"dropout must lie in [0, 1), got {self.dropout!r}")
+        if self.mu_init not in ("normal", "uniform", "copy"):
+            raise ValueError(f"mu_init must be 'normal', 'uniform' or 'copy', "
+                             f"got {self.mu_init!r}")
+        if self.complexity not in ("mc", "kl"):
+            raise ValueError(f"complexity must be 'mc' or 'kl', got {self.complexity!r}")
+        prior = make_prior(**self.prior)  # raises for bad hyperparameters
+        if self.complexity == "kl" and not prior.has_closed_form_kl:
+            raise ValueError(f"complexity='kl' needs a Gaussian prior, got {prior!r}")
+        if isinstance(self.weighting, str):
+            if self.weighting not in ("uniform", "blundell"):
+                raise ValueError(f"unknown weighting {self.weighting!r}; "
+                                 "choose 'uniform', 'blundell' or a number")
+        elif isinstance(self.weighting, bool) or not isinstance(self.weighting, numbers.Real) \
+                or not (math.isfinite(self.weighting) and self.weighting >= 0):
+            raise ValueError(f"a constant weighting must be a finite number >= 0, "
+                             f"got {self.weighting!r}")
+
+    def to_dict(self):
+        d = asdict(self)
+        d["hidden"] = list(self.hidden)
+        d["lr_decay_epochs"] = list(self.lr_decay_epochs)
+        if isinstance(self.rho_init, tuple):
+            d["rho_init"] = list(self.rho_init)
+        return d
+
+    def lr_at(self, epoch):
+        """The learning rate of 0-based ``epoch`` under the decay schedule."""
+        drops = sum(1 for e in self.lr_decay_epochs if epoch >= e)
+        return self.lr * self.lr_decay_factor ** drops
+
+    def step_size(self, batch_size):
+        """What ``trainer.step`` is given: the batch size for a mean cost, 1 for a sum."""
+        return batch_size if self.loss_reduction == "mean" else 1
+
+    @classmethod
+    def from_dict(cls, d):
+        known = {f.name for f in fields(cls)}
+        unknown = set(d) - known
+        if unknown:
+            raise ValueError(f"unknown configuration keys {sorted(unknown)}")
+        return cls(**d)

@@ -1,0 +1,90 @@
+"""What stops a run early and how it says so: a Ctrl-C or SIGTERM at the next report
+(``TrainingInterrupted``), and a loss or parameter that is no longer finite
+(``TrainingDiverged``), agreed by every worker of a distributed run.
+"""
+
+import signal
+
+import mxnet as mx
+
+from ..core.step import first_not_finite
+from .checkpoint import _model_arrays
+
+__all__ = ["TrainingInterrupted", "TrainingDiverged"]
+
+
+class TrainingInterrupted(KeyboardInterrupt):
+    """Ctrl-C (or SIGTERM) during :func:`fit`: a checkpoint was saved;
+    ``fit(..., resume=True)`` continues. ``signum`` is the signal (SIGINT also for
+    ``stop_after_batches``), ``exit_status`` the shell's status for it (130, 143)."""
+
+    signum = signal.SIGINT
+
+    @property
+    def exit_status(self):
+        return 128 + int(self.signum)
+
+
+class TrainingDiverged(RuntimeError):
+    """A cost or parameter became NaN or infinite during :func:`fit`.
+
+    Nothing of the epoch it happened in was saved: the run folder holds the last good
+    epoch's checkpoint and history. Attributes ``epoch`` and ``batch`` (1-based; ``batch``
+    is None when only a parameter was found non-finite at the epoch's end) say where.
+    """
+
+    def __init__(self, message, epoch, batch):
+        super().__init__(message)
+        self.epoch, self.batch = epoch, batch
+
+
+def _reduce_costs(group, acc_nll, acc_cplx):
+    """The epoch's summed likelihood cost over all workers' shards, and the complexity
+    cost's running sum averaged over the workers (each measures it on its own noise)."""
+    nll, cplx = float(acc_nll.asscalar()), float(acc_cplx.asscalar())
+    if not group.distributed:
+        return nll, cplx
+    nll, cplx = group.allreduce([nll, cplx])
+    return float(nll), float(cplx) / group.num_workers
+
+
+def _track_nonfinite(first_bad, running_cost, batch):
+    """``first_bad`` with ``batch`` put in if it is still -1 and the running cost is not
+    finite (a NaN or infinity stays in a running sum, so the first one is caught)."""
+    newly = (first_bad < 0) * (1 - mx.nd.contrib.isfinite(running_cost))
+    return first_bad + newly * (batch + 1)
+
+
+def _raise_if_diverged(first_bad, acc_nll, acc_cplx, epoch, run_dir, elsewhere=False):
+    bad = int(first_bad.asscalar())
+    if bad < 0 and elsewhere:
+        raise TrainingDiverged(
+            f"training diverged in epoch {epoch + 1}: the cost of another worker is not "
+            f"finite; {_kept(epoch, run_dir)}. A smaller learning rate or a smaller initial "
+            "sigma (rho_init) usually avoids it.", epoch + 1, None)
+    if bad < 0:
+        return
+    raise TrainingDiverged(
+        f"training diverged in epoch {epoch + 1}, batch {bad + 1}: the cost is not finite "
+        f"(likelihood cost so far {float(acc_nll.asscalar())}, complexity "
+        f"{float(acc_cplx.asscalar())}); {_kept(epoch, run_dir)}. A smaller learning rate "
+        "or a smaller initial sigma (rho_init) usually avoids it.", epoch + 1, bad + 1)
+
+
+def _kept(epoch, run_dir):
+    if run_dir is None:
+        return "nothing was saved"
+    if epoch == 0:
+        return "no epoch had finished, so no checkpoint was written"
+    return (f"{run_dir} keeps the checkpoint and history of epoch {epoch}, the last "
+            "good one")
+
+
+def _check_parameters(net, posterior, epoch, run_dir, loss=None):
+    """Raise :class:`TrainingDiverged` naming the first parameter with a NaN or infinity
+    (one pass per array, once an epoch)."""
+    name = first_not_finite(_model_arrays(net, posterior, loss).items())
+    if name is not None:
+        raise TrainingDiverged(
+            f"training diverged in epoch {epoch + 1}: parameter {name} holds NaN or "
+            f"infinite values; {_kept(epoch, run_dir)}.", epoch + 1, None)
