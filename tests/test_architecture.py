@@ -1,0 +1,162 @@
+"""The package's import arrows (docs/architecture.md): read from the source, not imported.
+
+Every ``import`` and ``from ... import`` in ``bbb_gluon/`` (function-local ones too) is
+resolved to the module it names; an arrow the architecture forbids fails the test with the
+file and line, so a new one is caught in review, not found later as an import cycle.
+"""
+
+import ast
+from pathlib import Path
+
+import pytest
+
+PACKAGE = Path(__file__).resolve().parent.parent / "bbb_gluon"
+
+# Small helpers every layer may use: they import nothing of the package.
+HELPERS = ("bbb_gluon._checks", "bbb_gluon._files")
+
+# Arrows that exist today although the rules forbid them, each with the reason; the test
+# also fails when one of them disappears, so that this list only ever shrinks.
+KNOWN = {
+    ("bbb_gluon._kernels.fused", "bbb_gluon.core.sampling"):
+        "the fused step puts its sampled weights into the network with use_weights; the "
+        "step should hand it a function instead (issue 24, objects shaped like Gluon's)",
+}
+
+
+def _module_name(path):
+    parts = list(path.relative_to(PACKAGE.parent).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+def _imports():
+    """(importer, imported module, file, line) for every import of a package module."""
+    arrows = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        importer = _module_name(path)
+        package = importer if path.name == "__init__.py" else importer.rpartition(".")[0]
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, ast.Import):
+                targets = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                if node.level:
+                    base = package.split(".")
+                    base = base[:len(base) - node.level + 1]
+                    stem = ".".join([*base, node.module] if node.module else base)
+                else:
+                    stem = node.module
+                # ``from .x import f`` imports x (its __init__ for a package), and x.f too
+                # where f is a module: ``from . import fused``.
+                targets = [stem] + [f"{stem}.{a.name}" for a in node.names
+                                    if _is_module(f"{stem}.{a.name}")]
+            else:
+                continue
+            arrows += [(importer, t, path.relative_to(PACKAGE.parent), node.lineno)
+                       for t in targets if t == "bbb_gluon" or t.startswith("bbb_gluon.")]
+    return arrows
+
+
+def _is_module(name):
+    path = PACKAGE.parent.joinpath(*name.split("."))
+    return path.is_dir() or path.with_suffix(".py").exists()
+
+
+def _within(name, prefix):
+    return name == prefix or name.startswith(prefix + ".")
+
+
+def _why_forbidden(importer, imported):
+    """The rule an arrow breaks, or None."""
+    if _within(importer, "bbb_gluon.core"):
+        allowed = ("bbb_gluon.core", "bbb_gluon._kernels", *HELPERS)
+        if not any(_within(imported, a) for a in allowed):
+            return "the core imports nothing above it"
+    if _within(importer, "bbb_gluon._kernels") and _within(imported, "bbb_gluon.core.sampling"):
+        return "the kernels do not put weights into networks (sampling does)"
+    if _within(importer, "bbb_gluon.prediction") and _within(imported, "bbb_gluon.training"):
+        return "prediction never needs training"
+    if _within(imported, "bbb_gluon.cli") and importer != "bbb_gluon.__main__" \
+            and not _within(importer, "bbb_gluon.cli"):
+        return "nothing imports the command line"
+    # The distributed package's __init__ is the launcher's lazy door (loaded on first use).
+    if _within(imported, "bbb_gluon.distributed.launcher") \
+            and not _within(importer, "bbb_gluon.cli") \
+            and importer not in ("bbb_gluon.distributed", "bbb_gluon.distributed.launcher"):
+        return "only the command line starts processes"
+    return None
+
+
+def test_the_import_reader_sees_the_package():
+    arrows = _imports()
+    importers = {a[0] for a in arrows}
+    # A reader that silently found nothing would pass every rule below.
+    assert "bbb_gluon.core.step" in importers and "bbb_gluon" in importers
+    assert ("bbb_gluon.core.step", "bbb_gluon.core.sampling") in {a[:2] for a in arrows}
+    assert ("bbb_gluon.__main__", "bbb_gluon.cli") in {a[:2] for a in arrows}
+    assert ("bbb_gluon.__main__", "bbb_gluon.cli.main") in {a[:2] for a in arrows}
+
+
+@pytest.mark.parametrize("importer, imported, rule", [
+    ("bbb_gluon.core.loss", "bbb_gluon.training", "the core imports nothing above it"),
+    ("bbb_gluon.core.posterior", "bbb_gluon.prediction", "the core imports nothing above it"),
+    ("bbb_gluon._kernels.fused", "bbb_gluon.core.sampling", "the kernels do not put"),
+    ("bbb_gluon.prediction", "bbb_gluon.training.loop", "prediction never needs training"),
+    ("bbb_gluon.training", "bbb_gluon.cli", "nothing imports the command line"),
+    ("bbb_gluon.training.loop", "bbb_gluon.distributed.launcher", "only the command line"),
+])
+def test_each_rule_catches_its_arrow(importer, imported, rule):
+    assert _why_forbidden(importer, imported).startswith(rule)
+
+
+@pytest.mark.parametrize("importer, imported", [
+    ("bbb_gluon.core.step", "bbb_gluon._kernels.fused"),
+    ("bbb_gluon.core.posterior", "bbb_gluon._files"),
+    ("bbb_gluon.training", "bbb_gluon.core.step"),
+    ("bbb_gluon.cli", "bbb_gluon.distributed.launcher"),
+    ("bbb_gluon.__main__", "bbb_gluon.cli"),
+])
+def test_allowed_arrows_pass(importer, imported):
+    assert _why_forbidden(importer, imported) is None
+
+
+def test_no_forbidden_import_arrow():
+    found, broken = set(), []
+    for importer, imported, path, line in _imports():
+        rule = _why_forbidden(importer, imported)
+        if rule is None:
+            continue
+        found.add((importer, imported))
+        if (importer, imported) not in KNOWN:
+            broken.append(f"{path}:{line}: {importer} imports {imported}: {rule}")
+    assert not broken, "\n".join(broken)
+    gone = set(KNOWN) - found
+    assert not gone, f"no longer there, remove from KNOWN: {sorted(gone)}"
+
+
+@pytest.mark.parametrize("old, new", [
+    ("priors", "core.priors"), ("posterior", "core.posterior"), ("sampling", "core.sampling"),
+    ("loss", "core.loss"), ("step", "core.step"), ("noise", "core.noise"), ("ops", "core.ops"),
+    ("fused", "_kernels.fused"), ("threads", "_kernels.threads"),
+])
+def test_the_flat_import_paths_name_the_same_modules(old, new):
+    # Notebooks, README and committed results import the flat paths of earlier versions.
+    import importlib
+
+    flat = importlib.import_module(f"bbb_gluon.{old}")
+    assert flat is importlib.import_module(f"bbb_gluon.{new}")
+    bbb_gluon = importlib.import_module("bbb_gluon")
+    assert getattr(bbb_gluon, old) is flat
+
+
+def test_importing_training_does_not_load_the_launcher():
+    import subprocess
+    import sys
+
+    code = ("import sys, bbb_gluon.training, bbb_gluon.distributed as d;"
+            "print('bbb_gluon.distributed.launcher' in sys.modules);"
+            "d.launch; print('bbb_gluon.distributed.launcher' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True).stdout.split()
+    assert out == ["False", "True"]
