@@ -34,31 +34,35 @@ def _fmt(v):
     return str(v)
 
 
-def _epoch_row(epoch, nll, complexity, num_examples, seconds, net, posterior, config,
-               Xv, yv, ctx, Xt=None, yt=None, loss=None):
+def _epoch_row(run, epoch, nll, complexity, sums, evaluate):
+    """One row of the history: the epoch's costs and time and, when ``evaluate`` (rank 0
+    of a distributed run), the validation and test errors, or the user's loss."""
     row = {"epoch": epoch + 1, "cost": nll + complexity, "complexity_cost": complexity,
-           "likelihood_cost": nll, "nll_per_example": nll / num_examples,
-           "seconds": seconds}
-    for name, X, y in (("valid", Xv, yv), ("test", Xt, yt)):
-        if X is None:
-            continue
-        t0 = time.perf_counter()
-        if loss is not None:  # a loss of the user's: its mean per example, with the means
-            row[f"{name}_loss"] = _mean_loss(net, posterior, loss, X, y, ctx)
-            row[f"{name}_eval_seconds" if name == "test" else "eval_seconds"] = \
-                time.perf_counter() - t0
-            continue
+           "likelihood_cost": nll, "nll_per_example": nll / sums.examples,
+           "seconds": sums.seconds}
+    for name, (X, y) in (("valid", run.valid), ("test", run.test)):
+        if evaluate and X is not None:
+            row.update(_scores(run, name, X, y))
+    return row
+
+
+def _scores(run, name, X, y):
+    """The errors with the means and (``eval_samples``) averaged over samples, or the mean
+    of a loss of the user's with the means; and the seconds they took."""
+    t0 = time.perf_counter()
+    net, posterior, config, ctx = run.net, run.posterior, run.config, run.ctxs[0]
+    if run.loss is not None:
+        scores = {f"{name}_loss": _mean_loss(net, posterior, run.loss, X, y, ctx)}
+    else:
         probs = predict_proba(net, X, posterior, 0, ctx=ctx, likelihood=config.likelihood)
-        row[f"{name}_error"] = error_rate(probs, y)
+        scores = {f"{name}_error": error_rate(probs, y), f"{name}_error_mc": None}
         if posterior is not None and config.eval_samples > 0:
             probs = predict_proba(net, X, posterior, config.eval_samples, ctx=ctx,
                                   likelihood=config.likelihood)
-            row[f"{name}_error_mc"] = error_rate(probs, y)
-        else:
-            row[f"{name}_error_mc"] = None
-        row[f"{name}_eval_seconds" if name == "test" else "eval_seconds"] = \
-            time.perf_counter() - t0
-    return row
+            scores[f"{name}_error_mc"] = error_rate(probs, y)
+    scores["test_eval_seconds" if name == "test" else "eval_seconds"] = \
+        time.perf_counter() - t0
+    return scores
 
 
 def _mean_loss(net, posterior, loss, X, y, ctx, batch_size=1000):

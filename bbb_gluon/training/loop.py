@@ -15,8 +15,6 @@ independent estimates of the gradient; given the same noise they give exactly th
 single-device step.
 """
 
-import json
-import os
 import signal
 import time
 from dataclasses import dataclass
@@ -26,28 +24,10 @@ import numpy as np
 from mxnet import autograd, gluon
 from tqdm.auto import tqdm
 
-from .._files import (
-    atomic_write_text,
-)
 from .._kernels.threads import per_context, predict_threads, train_threads, using_threads
-from ..core.posterior import Posterior, PosteriorMismatchError
-from ..core.priors import make_prior
-from ..core.step import BBBStep
-from ..data import ArrayLoader
-from ..distributed import WorkerGroup
+from ..core.posterior import Posterior
 from ..signals import stop_requests
-from .checkpoint import (
-    _FORMAT,
-    CheckpointError,
-    _check_resume_config,
-    _check_resume_setup,
-    _load_trainer_states,
-    _model_arrays,
-    _read_checkpoint,
-    _run_paths,
-    _save_checkpoint,
-    _set_model_arrays,
-)
+from .checkpoint import _model_arrays, _read_checkpoint, _save_checkpoint, _set_model_arrays
 from .config import TrainConfig
 from .guards import (
     TrainingInterrupted,
@@ -57,7 +37,8 @@ from .guards import (
     _track_nonfinite,
 )
 from .history import _epoch_row, _write_history
-from .model import _build, _check_user_model, _num_classes
+from .prepare import _Progress, prepare, write_config
+from .prepare import resume as resume_run
 
 __all__ = ["TrainResult", "fit"]
 
@@ -73,67 +54,6 @@ class TrainResult:
     run_dir: str | None
     best_epoch: int | None
     interrupted: bool = False
-
-
-def _gather(values, ctx):
-    total = values[0].as_in_context(ctx)
-    for v in values[1:]:
-        total = total + v.as_in_context(ctx)
-    return total.reshape((1,))
-
-
-def _plain_step(net, loss_fn, trainer, X, y, ctxs, step_size):
-    Xs = gluon.utils.split_and_load(X, ctxs, even_split=False)
-    ys = gluon.utils.split_and_load(y, ctxs, even_split=False)
-    with autograd.record():
-        losses = [loss_fn(net(xb), yb) for xb, yb in zip(Xs, ys, strict=True)]
-    autograd.backward(losses)
-    trainer.step(step_size)
-    return _gather([l.sum() for l in losses], ctxs[0])
-
-
-def _check_arrays(name, X, y, config, task=None):
-    """``task``: None for the package's MLP; for a user's network ``("classes", C)`` (integer
-    labels below C) or ``("targets", None)`` (real-valued targets of any shape)."""
-    X = np.asarray(X)
-    y = np.asarray(y)
-    if task is None and (X.ndim != 2 or X.shape[1] != config.num_inputs):
-        raise ValueError(f"{name} inputs must have shape (N, {config.num_inputs}), got {X.shape}")
-    if X.ndim < 2:
-        raise ValueError(f"{name} inputs must have an examples axis and the input's axes, "
-                         f"(N, ...), got {X.shape}")
-    if name == "training" and X.shape[0] == 0:
-        raise ValueError(f"the training inputs hold no examples (shape {X.shape})")
-    if not np.isfinite(X).all():
-        raise ValueError(f"{name} inputs contain NaN or infinity")
-    if task is not None and task[0] == "targets":
-        if y.ndim < 1 or len(y) != len(X) or not np.isfinite(y).all():
-            raise ValueError(f"{name} targets must be finite numbers, one row per input "
-                             f"({len(X)}), got shape {y.shape}")
-        return X.astype(np.float32, copy=False), y.astype(np.float32, copy=False)
-    if y.shape != (X.shape[0],):
-        raise ValueError(f"{name} labels must have shape ({X.shape[0]},), got {y.shape}")
-    classes = task[1] if task is not None else (
-        2 if config.likelihood == "bernoulli" else config.num_outputs)
-    if not np.isfinite(y).all() or np.any(y != np.round(y)) or y.min() < 0 \
-            or y.max() > classes - 1:
-        raise ValueError(f"{name} labels must be integers in [0, {classes - 1}], "
-                         f"got values in [{y.min()}, {y.max()}]")
-    return X.astype(np.float32, copy=False), y.astype(np.int32, copy=False)
-
-
-def _make_trainer(config, params, ctxs, group=None, kvstore=None):
-    opt = {"learning_rate": config.lr}
-    if group is not None and group.distributed:
-        kv = group.kvstore
-    elif len(ctxs) > 1:
-        kv = kvstore or "device"
-    else:
-        kv = None
-    # The optimiser runs on the workers (not on the servers), so its state can be saved
-    # and a resumed run is exact.
-    return gluon.Trainer(params, config.optimizer, opt, kvstore=kv, update_on_kvstore=False
-                         if kv else None)
 
 
 def fit(config, train, valid=None, run_dir=None, ctx=None, resume=False, progress=True,
@@ -226,288 +146,226 @@ def fit(config, train, valid=None, run_dir=None, ctx=None, resume=False, progres
     -------
     TrainResult
     """
-    if not isinstance(config, TrainConfig):
-        raise TypeError("config must be a TrainConfig")
-    config.validate()
-    task = _check_user_model(config, net, posterior, loss)
-    from_loader = isinstance(train, gluon.data.DataLoader)
-    if from_loader and net is None:
-        raise ValueError("a DataLoader needs net=: the package's MLP trains from arrays")
-    if from_loader and kvstore in ("dist_sync", "dist_sync_device") or (
-            from_loader and isinstance(kvstore, mx.kvstore.KVStore)):
-        raise ValueError("distributed training takes arrays, not a DataLoader: every worker "
-                         "must cut its shard from the same permutation of the same data")
-    if ctx is None and net is not None:
-        ctx = next(iter(net.collect_params().values())).list_ctx()
-    ctxs = ctx if isinstance(ctx, list | tuple) else [ctx or mx.current_context()]
-    ctxs = list(ctxs)
-    group = WorkerGroup(kvstore)
-    writer = run_dir is not None and group.rank == 0
-    if task is not None and task[0] == "classes":
-        first = next(iter(train))[0].asnumpy() if from_loader else train[0]
-        task = ("classes", _num_classes(net, first, ctxs[0], config.likelihood))
-    if from_loader:
-        X = y = None  # the loader's data are read batch by batch, not checked up front
-    else:
-        X, y = _check_arrays("training", *train, config, task)
-        if group.distributed:
-            group.check_batches(len(X), config.batch_size, len(ctxs))
-    if valid is not None and len(valid[0]):
-        Xv, yv = _check_arrays("validation", *valid, config, task)
-    else:
-        Xv = yv = None
-    Xm, ym = _check_arrays("test", *test, config, task) if test is not None else (None, None)
-    if run_dir is not None:
-        run_dir = os.fspath(run_dir)
-        ckpt_dir, latest_path, best_path = _run_paths(run_dir)
-        if resume:
-            if not os.path.isfile(latest_path):
-                raise CheckpointError(f"{run_dir} is not a run folder with a checkpoint "
-                                      f"(no {latest_path})")
-        elif os.path.exists(latest_path):
-            raise CheckpointError(f"{run_dir} already holds a run; resume it or choose "
-                                  "another folder (nothing was changed)")
-        if writer:
-            os.makedirs(ckpt_dir, exist_ok=True)
-    elif resume:
-        raise ValueError("resume=True needs a run_dir")
-
-    if from_loader:
-        num_batches = len(train)
-
-        def epoch_batches(epoch):
-            for xb, yb in train:
-                yield xb.as_in_context(ctxs[0]), yb.as_in_context(ctxs[0])
-    else:
-        loader = ArrayLoader(X, y, config.batch_size, shuffle=True, seed=config.seed,
-                             ctx=ctxs[0])
-        num_batches = len(loader)
-        epoch_batches = loader.epoch
-    if net is None:
-        net, posterior = _build(config, ctxs)
-    elif config.model == "bbb" and posterior is None:
-        posterior = Posterior(net, mu_init=config.mu_init, mu_scale=config.mu_scale,
-                              rho_init=config.rho_init, seed=config.seed)
-    if posterior is not None:
-        posterior.noise.stream_offset = group.rank * len(ctxs)
-    if loss is None:
-        loss_fn = (gluon.loss.SigmoidBCELoss() if config.likelihood == "bernoulli"
-                   else gluon.loss.SoftmaxCrossEntropyLoss())
-    else:
-        loss_fn = loss
-    step = None
-    others = []  # trainers of the parameters the posterior does not cover
-    if posterior is not None:
-        for name, param in posterior.params.items():
-            if name.endswith("_rho"):
-                param.lr_mult = config.rho_lr_mult
-        rest = posterior.deterministic_params(net)
-        if loss is not None:
-            rest.update(loss.collect_params())
-        trained = posterior.params
-        if group.distributed and list(rest.keys()):
-            # One Trainer for everything: two would use the same kvstore keys.
-            trained = gluon.ParameterDict()
-            trained.update(posterior.params)
-            trained.update(rest)
-            rest = gluon.ParameterDict()
-        trainer = _make_trainer(config, trained, ctxs, group, kvstore)
-        step = BBBStep(net, posterior, make_prior(**config.prior),
-                       config.likelihood if loss is None else loss, trainer,
-                       num_batches=num_batches, weighting=config.weighting,
-                       complexity=config.complexity, samples=config.samples,
-                       engine=config.engine, loss_reduction=config.loss_reduction,
-                       watch=False)  # the loop below watches the costs itself
-        pi_sum = sum(step.loss.weight_of(i) for i in range(num_batches))
-        if list(rest.keys()):
-            others.append(_make_trainer(config, rest, ctxs, group, kvstore))
-    else:
-        params = net.collect_params()
-        if loss is not None:
-            params.update(loss.collect_params())
-        trainer = _make_trainer(config, params, ctxs, group, kvstore)
-        pi_sum = 0.0
-    setup = {"engine": step.engine if step is not None else "plain",
-             "contexts": [str(c) for c in ctxs],
-             "network": "mlp" if task is None else "user",
-             "workers": group.num_workers}
-    metric = "valid_error" if loss is None else "valid_loss"
-
-    history, start_epoch, start_batch, best = [], 0, 0, {"epoch": None, "error": None}
-    partial = None
-    if resume:
-        arrays, meta = _read_checkpoint(latest_path)
-        _check_resume_config(meta["config"], config, latest_path)
-        if config.epochs < meta["epoch"]:
-            raise CheckpointError(f"{run_dir} has already finished {meta['epoch']} epochs; resume "
-                                  f"with epochs >= {meta['epoch']} (equal: end the run there, "
-                                  f"dropping a partly trained epoch), not {config.epochs}")
-        try:
-            _set_model_arrays(arrays, net, posterior, latest_path, loss)
-        except PosteriorMismatchError as e:
-            raise CheckpointError(str(e)) from None
-        if meta["trainer_states"] is not None:
-            _load_trainer_states(trainer, meta["trainer_states"])
-        for other, blob in zip(others, meta["other_trainer_states"], strict=False):
-            _load_trainer_states(other, blob)
-        if posterior is not None:
-            posterior.noise.load_state_dict(meta["noise"])
-        _check_resume_setup(meta, setup, latest_path)
-        history, best = meta["history"], meta["best"]
-        start_epoch, start_batch, partial = meta["epoch"], meta["batch"], meta.get("partial")
-    group.prepare([trainer, *others])
-    if writer:
-        atomic_write_text(os.path.join(run_dir, "config.json"),
-                           json.dumps({"train": config.to_dict(), **(extra_config or {})},
-                                      indent=1))
-
-    def meta_now(epoch, batch, partial_state):
-        return {"format": _FORMAT, "config": config.to_dict(), "epoch": epoch, "batch": batch,
-                "partial": partial_state, "history": history, "best": best,
-                "noise": posterior.noise.state_dict() if posterior is not None else None,
-                **setup}
-
-    batches_done = 0
-    all_stop = False  # distributed: a Ctrl-C seen by any worker at the last report
-    interrupted = False
-    best_arrays = None
-    with stop_requests() as sig, using_threads(per_context(train_threads(), ctxs), ctxs):
-        for epoch in range(start_epoch, config.epochs):
-            skip = start_batch if epoch == start_epoch else 0
-            # Running sums stay on the device; the host reads them every log_every batches.
-            acc_nll = mx.nd.zeros((1,), ctx=ctxs[0])
-            acc_cplx = mx.nd.zeros((1,), ctx=ctxs[0])
-            measured, seconds = 0, 0.0
-            if skip and partial:
-                # The saved likelihood cost is already the sum over the workers: one of
-                # them carries it on, or the epoch's sum would count it once per worker.
-                acc_nll[:] = partial["nll"] if group.rank == 0 else 0.0
-                acc_cplx[:] = partial["complexity_sum"]
-                measured, seconds = partial["measured"], partial["seconds"]
-            bar = tqdm(total=num_batches, initial=skip, desc=f"epoch {epoch + 1}/{config.epochs}",
-                       disable=not progress or group.rank != 0, leave=True,
-                       dynamic_ncols=True)
-            # Set every epoch: loading optimizer states on resume brings back a stored rate.
-            for t in [trainer, *others]:
-                t.set_learning_rate(config.lr_at(epoch))
-            # Index of the first batch whose cost was not finite, kept on the device and
-            # read with the progress reports, so the check adds no host sync.
-            first_bad = mx.nd.full((1,), -1.0, ctx=ctxs[0])
-            t0 = time.perf_counter()
-            stopped_at = None
-            num_examples = 0
-            for i, (xb, yb) in enumerate(epoch_batches(epoch)):
-                num_examples += xb.shape[0]
-                if i < skip:
-                    continue
-                report = (i + 1) % config.log_every == 0
-                n = xb.shape[0]
-                step_size = config.step_size(n)
-                if group.distributed:
-                    here = group.shard(n)
-                    xb, yb = xb[here.start:here.stop], yb[here.start:here.stop]
-                if config.model == "dropout":
-                    # mx.random's state cannot be saved; a seed per batch makes the masks
-                    # a function of the position, so resuming reproduces them.
-                    mx.random.seed(_batch_seed(config.seed, epoch, i,
-                                               group.rank if group.distributed else None))
-                if step is not None:
-                    # The complexity cost's value is only for reports: on the fused engine
-                    # it is computed on the first batch and every log_every-th (its
-                    # gradient on every batch).
-                    nll, cplx = step(xb, yb, i, want_complexity=report or i == 0,
-                                     batch_size=n)
-                    for other in others:
-                        other.step(step_size)
-                else:
-                    nll, cplx = _plain_step(net, loss_fn, trainer, xb, yb, ctxs,
-                                            step_size), None
-                acc_nll += nll
-                if cplx is not None:
-                    acc_cplx += cplx
-                    measured += 1
-                batches_done += 1
-                first_bad = _track_nonfinite(first_bad, acc_nll + acc_cplx, i)
-                if report or i + 1 == num_batches:
-                    if group.distributed:
-                        # Every worker stops, or fails, at the same batch: one that went
-                        # on alone would wait for the others' gradients for ever.
-                        bad, stop = group.allreduce([float(first_bad.asscalar()) >= 0,
-                                                     sig.requested])
-                        if bad:
-                            _raise_if_diverged(first_bad, acc_nll, acc_cplx, epoch, run_dir,
-                                               elsewhere=True)
-                        all_stop = stop > 0
-                    else:
-                        _raise_if_diverged(first_bad, acc_nll, acc_cplx, epoch, run_dir)
-                if report and progress:
-                    n, k = float(acc_nll.asscalar()), float(acc_cplx.asscalar())
-                    kl = pi_sum * k / measured if measured else 0.0
-                    here = config.batch_size / group.num_workers  # this worker's share
-                    bar.set_postfix(nll=f"{n / ((i + 1) * here):.4f}",
-                                    complexity=f"{kl:.4g}", refresh=False)
-                bar.update(1)
-                stop_now = all_stop if group.distributed else sig.requested
-                if stop_now or (stop_after_batches is not None
-                                and batches_done >= stop_after_batches):
-                    stopped_at = i + 1
-                    break
-            mx.nd.waitall()
-            seconds += time.perf_counter() - t0
-            bar.close()
-            if stopped_at is not None and stopped_at < num_batches:
-                interrupted = True
-                nll_sum, cplx_sum = _reduce_costs(group, acc_nll, acc_cplx)
-                if writer:
-                    part = {"nll": nll_sum, "complexity_sum": cplx_sum,
-                            "measured": measured, "seconds": seconds}
-                    _save_checkpoint(latest_path, net, posterior, [trainer, *others],
-                                     meta_now(epoch, stopped_at, part), loss)
-                break
-            _raise_if_diverged(first_bad, acc_nll, acc_cplx, epoch, run_dir)
-            _check_parameters(net, posterior, epoch, run_dir, loss)
-            nll_sum, cplx_sum = _reduce_costs(group, acc_nll, acc_cplx)
-            complexity = (pi_sum * cplx_sum / measured
-                          if posterior is not None and measured else 0.0)
-            lead = group.rank == 0  # the others have nothing to record: rank 0 evaluates
-            with using_threads(per_context(predict_threads(), ctxs[0]), ctxs[0]):
-                row = _epoch_row(epoch, nll_sum, complexity, num_examples, seconds,
-                                 net, posterior, config, Xv if lead else None, yv, ctxs[0],
-                                 Xm if lead else None, ym, loss)
-            history.append(row)
-            improved = lead and Xv is not None and (best["error"] is None
-                                                    or row[metric] < best["error"])
-            if improved or (Xv is None):
-                best = {"epoch": epoch + 1, "error": row.get(metric)}
-                if restore_best and Xv is not None:
-                    best_arrays = {k: v.copy()
-                                   for k, v in _model_arrays(net, posterior, loss).items()}
-            if writer:
-                meta = meta_now(epoch + 1, 0, None)
-                if improved or Xv is None:
-                    _save_checkpoint(best_path, net, posterior, None, meta, loss)
-                _save_checkpoint(latest_path, net, posterior, [trainer, *others], meta, loss)
-                _write_history(run_dir, history)
-            if (all_stop if group.distributed else sig.requested) or (
-                    stop_after_batches is not None and batches_done >= stop_after_batches
-                    and epoch + 1 < config.epochs):
+    run = prepare(config, train, valid, test, run_dir, ctx, resume, net, posterior, loss,
+                  kvstore)
+    done = resume_run(run) if resume else _Progress()
+    run.group.prepare(run.trainers)
+    if run.writer:
+        write_config(run, extra_config)
+    stop = _Stop(run.group, stop_after_batches)
+    interrupted, best_arrays = False, None
+    with stop_requests() as sig, using_threads(per_context(train_threads(), run.ctxs),
+                                               run.ctxs):
+        stop.signals = sig
+        for epoch in range(done.epoch, config.epochs):
+            sums = _train_epoch(run, done, epoch, stop, progress)
+            if sums.stopped_at is not None and sums.stopped_at < run.num_batches:
+                _save_partial(run, done, epoch, sums)
                 interrupted = True
                 break
-    if restore_best and not interrupted and best["epoch"] is not None and Xv is not None:
-        if best_arrays is None and run_dir is not None:  # best epoch was before a resume
-            best_arrays, _ = _read_checkpoint(best_path)
-        if best_arrays is not None:
-            _set_model_arrays(best_arrays, net, posterior, "best weights", loss)
-    result = TrainResult(net, posterior, history, config, run_dir, best["epoch"], interrupted)
+            best_arrays = _end_epoch(run, done, epoch, sums, restore_best) or best_arrays
+            if stop.requested() or (stop.spent() and epoch + 1 < config.epochs):
+                interrupted = True
+                break
+    if restore_best and not interrupted:
+        _restore_best(run, done, best_arrays)
+    result = TrainResult(run.net, run.posterior, done.history, config, run.run_dir,
+                         done.best["epoch"], interrupted)
     if interrupted:
-        exc = TrainingInterrupted(
-            f"training stopped; checkpoint in {run_dir}" if run_dir else "training stopped")
-        exc.result = result
-        exc.signum = sig.signum or signal.SIGINT
+        exc = TrainingInterrupted(f"training stopped; checkpoint in {run.run_dir}"
+                                  if run.run_dir else "training stopped")
+        exc.result, exc.signum = result, sig.signum or signal.SIGINT
         raise exc
     return result
+
+
+class _Stop:
+    """When to stop early: a Ctrl-C or SIGTERM (agreed by every worker of a distributed
+    run at its reports), or ``stop_after_batches`` batches (for tests of interruption)."""
+
+    def __init__(self, group, budget):
+        self.group, self.budget = group, budget
+        self.signals = None  # the stop_requests flag, once it listens
+        self.agreed = False  # distributed: a request seen by any worker at the last report
+        self.batches = 0
+
+    def requested(self):
+        return self.agreed if self.group.distributed else self.signals.requested
+
+    def spent(self):
+        return self.budget is not None and self.batches >= self.budget
+
+
+@dataclass
+class _EpochSums:
+    """An epoch's running sums, on the device until a report reads them."""
+
+    nll: mx.nd.NDArray
+    complexity: mx.nd.NDArray
+    first_bad: mx.nd.NDArray  # the first batch whose cost was not finite, or -1
+    measured: int = 0  # batches whose complexity cost was computed
+    seconds: float = 0.0
+    examples: int = 0
+    stopped_at: int | None = None  # batches done when a stop came inside the epoch
+
+
+def _train_epoch(run, done, epoch, stop, progress):
+    """One epoch's steps (from the saved batch on, for the epoch a stop interrupted)."""
+    config, group, ctx = run.config, run.group, run.ctxs[0]
+    skip = done.batch if epoch == done.epoch else 0
+    sums = _EpochSums(mx.nd.zeros((1,), ctx=ctx), mx.nd.zeros((1,), ctx=ctx),
+                      mx.nd.full((1,), -1.0, ctx=ctx))
+    if skip and done.partial:
+        # The saved likelihood cost is already the sum over the workers: one of them
+        # carries it on, or the epoch's sum would count it once per worker.
+        sums.nll[:] = done.partial["nll"] if group.rank == 0 else 0.0
+        sums.complexity[:] = done.partial["complexity_sum"]
+        sums.measured, sums.seconds = done.partial["measured"], done.partial["seconds"]
+    bar = tqdm(total=run.num_batches, initial=skip, desc=f"epoch {epoch + 1}/{config.epochs}",
+               disable=not progress or group.rank != 0, leave=True, dynamic_ncols=True)
+    # Set every epoch: loading optimizer states on resume brings back a stored rate.
+    for t in run.trainers:
+        t.set_learning_rate(config.lr_at(epoch))
+    t0 = time.perf_counter()
+    for i, (xb, yb) in enumerate(run.epoch_batches(epoch)):
+        sums.examples += xb.shape[0]
+        if i < skip:
+            continue
+        report = (i + 1) % config.log_every == 0
+        nll, cplx = _train_batch(run, xb, yb, epoch, i, report)
+        sums.nll += nll
+        if cplx is not None:
+            sums.complexity += cplx
+            sums.measured += 1
+        stop.batches += 1
+        sums.first_bad = _track_nonfinite(sums.first_bad, sums.nll + sums.complexity, i)
+        if report or i + 1 == run.num_batches:
+            _check_costs(run, sums, epoch, stop)
+        if report and progress:
+            _show_costs(bar, run, sums, i)
+        bar.update(1)
+        if stop.requested() or stop.spent():
+            sums.stopped_at = i + 1
+            break
+    mx.nd.waitall()
+    sums.seconds += time.perf_counter() - t0
+    bar.close()
+    return sums
+
+
+def _train_batch(run, xb, yb, epoch, i, report):
+    """One step on batch ``i``: its likelihood cost, and its complexity cost if computed."""
+    config, group = run.config, run.group
+    n = xb.shape[0]
+    if group.distributed:
+        here = group.shard(n)
+        xb, yb = xb[here.start:here.stop], yb[here.start:here.stop]
+    if config.model == "dropout":
+        # mx.random's state cannot be saved; a seed per batch makes the masks a function
+        # of the position, so resuming reproduces them.
+        mx.random.seed(_batch_seed(config.seed, epoch, i,
+                                   group.rank if group.distributed else None))
+    if run.step is None:
+        return _plain_step(run.net, run.loss_fn, run.trainers[0], xb, yb, run.ctxs,
+                           config.step_size(n)), None
+    # The complexity cost's value is only for reports: on the fused engine it is computed
+    # on the first batch and every log_every-th (its gradient on every batch).
+    nll, cplx = run.step(xb, yb, i, want_complexity=report or i == 0, batch_size=n)
+    for other in run.trainers[1:]:
+        other.step(config.step_size(n))
+    return nll, cplx
+
+
+def _check_costs(run, sums, epoch, stop):
+    """At a report: raise if a cost was not finite; in a distributed run, agree with the
+    other workers on that and on a stop request, so that all stop at the same batch (one
+    that went on alone would wait for the others' gradients for ever)."""
+    if not run.group.distributed:
+        _raise_if_diverged(sums.first_bad, sums.nll, sums.complexity, epoch, run.run_dir)
+        return
+    bad, agreed = run.group.allreduce([float(sums.first_bad.asscalar()) >= 0,
+                                       stop.signals.requested])
+    if bad:
+        _raise_if_diverged(sums.first_bad, sums.nll, sums.complexity, epoch, run.run_dir,
+                           elsewhere=True)
+    stop.agreed = agreed > 0
+
+
+def _show_costs(bar, run, sums, i):
+    n, k = float(sums.nll.asscalar()), float(sums.complexity.asscalar())
+    kl = run.pi_sum * k / sums.measured if sums.measured else 0.0
+    here = run.config.batch_size / run.group.num_workers  # this worker's share
+    bar.set_postfix(nll=f"{n / ((i + 1) * here):.4f}", complexity=f"{kl:.4g}", refresh=False)
+
+
+def _save_partial(run, done, epoch, sums):
+    """A stop inside ``epoch``: the latest checkpoint at its batch, with its running sums."""
+    nll_sum, cplx_sum = _reduce_costs(run.group, sums.nll, sums.complexity)
+    if run.writer:
+        part = {"nll": nll_sum, "complexity_sum": cplx_sum, "measured": sums.measured,
+                "seconds": sums.seconds}
+        _save_checkpoint(run.latest_path, run.net, run.posterior, run.trainers,
+                         done.meta(run, epoch, sums.stopped_at, part), run.loss)
+
+
+def _end_epoch(run, done, epoch, sums, restore_best):
+    """Check and evaluate the finished epoch, record it, and save the checkpoints; return
+    a copy of the weights when they are the best yet and ``restore_best`` wants them."""
+    _raise_if_diverged(sums.first_bad, sums.nll, sums.complexity, epoch, run.run_dir)
+    _check_parameters(run.net, run.posterior, epoch, run.run_dir, run.loss)
+    nll_sum, cplx_sum = _reduce_costs(run.group, sums.nll, sums.complexity)
+    complexity = (run.pi_sum * cplx_sum / sums.measured
+                  if run.posterior is not None and sums.measured else 0.0)
+    lead = run.group.rank == 0  # the others have nothing to record: rank 0 evaluates
+    with using_threads(per_context(predict_threads(), run.ctxs[0]), run.ctxs[0]):
+        row = _epoch_row(run, epoch, nll_sum, complexity, sums, evaluate=lead)
+    done.history.append(row)
+    Xv = run.valid[0]
+    improved = lead and Xv is not None and (done.best["error"] is None
+                                            or row[run.metric] < done.best["error"])
+    best_arrays = None
+    if improved or Xv is None:
+        done.best = {"epoch": epoch + 1, "error": row.get(run.metric)}
+        if restore_best and Xv is not None:
+            best_arrays = {k: v.copy()
+                           for k, v in _model_arrays(run.net, run.posterior, run.loss).items()}
+    if run.writer:
+        meta = done.meta(run, epoch + 1, 0, None)
+        if improved or Xv is None:
+            _save_checkpoint(run.best_path, run.net, run.posterior, None, meta, run.loss)
+        _save_checkpoint(run.latest_path, run.net, run.posterior, run.trainers, meta,
+                         run.loss)
+        _write_history(run.run_dir, done.history)
+    return best_arrays
+
+
+def _restore_best(run, done, best_arrays):
+    """Put back the weights of the epoch with the lowest validation error."""
+    if done.best["epoch"] is None or run.valid[0] is None:
+        return
+    if best_arrays is None and run.run_dir is not None:  # best epoch was before a resume
+        best_arrays, _ = _read_checkpoint(run.best_path)
+    if best_arrays is not None:
+        _set_model_arrays(best_arrays, run.net, run.posterior, "best weights", run.loss)
 
 
 def _batch_seed(seed, epoch, batch, rank=None):
     key = [seed, epoch, batch] + ([] if rank is None else [rank])
     return int(np.random.SeedSequence(key).generate_state(1)[0] % (2**31))
+
+
+def _gather(values, ctx):
+    total = values[0].as_in_context(ctx)
+    for v in values[1:]:
+        total = total + v.as_in_context(ctx)
+    return total.reshape((1,))
+
+
+def _plain_step(net, loss_fn, trainer, X, y, ctxs, step_size):
+    Xs = gluon.utils.split_and_load(X, ctxs, even_split=False)
+    ys = gluon.utils.split_and_load(y, ctxs, even_split=False)
+    with autograd.record():
+        losses = [loss_fn(net(xb), yb) for xb, yb in zip(Xs, ys, strict=True)]
+    autograd.backward(losses)
+    trainer.step(step_size)
+    return _gather([l.sum() for l in losses], ctxs[0])

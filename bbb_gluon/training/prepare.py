@@ -1,0 +1,282 @@
+"""What ``fit`` sets up before its first step, and what a checkpoint gives back.
+
+``prepare`` checks everything the user gave (configuration, arrays, run folder) before any
+work starts, then builds the network, posterior, step and Trainers into one ``_Run``;
+``resume`` reads the latest checkpoint into them and returns where training stood
+(``_Progress``).
+"""
+
+import json
+import os
+from dataclasses import dataclass, field
+
+import mxnet as mx
+import numpy as np
+from mxnet import gluon
+
+from .._files import atomic_write_text
+from ..core.posterior import Posterior, PosteriorMismatchError
+from ..core.priors import make_prior
+from ..core.step import BBBStep
+from ..data import ArrayLoader
+from ..distributed import WorkerGroup
+from .checkpoint import (
+    _FORMAT,
+    CheckpointError,
+    _check_resume_config,
+    _check_resume_setup,
+    _load_trainer_states,
+    _read_checkpoint,
+    _run_paths,
+    _set_model_arrays,
+)
+from .config import TrainConfig
+from .model import _build, _check_user_model, _num_classes
+
+
+@dataclass
+class _Run:
+    """Everything that stays fixed for a whole run."""
+
+    config: TrainConfig
+    net: gluon.Block
+    posterior: Posterior | None
+    loss: gluon.loss.Loss | None  # the user's own loss (None: the configured likelihood)
+    loss_fn: gluon.loss.Loss
+    step: BBBStep | None  # None for the plain and dropout baselines
+    trainers: list  # the posterior's (or the network's), then the other parameters'
+    group: WorkerGroup
+    ctxs: list
+    epoch_batches: object  # epoch -> iterator of (x, y) batches on ctxs[0]
+    num_batches: int
+    pi_sum: float  # the complexity weights summed over an epoch's batches
+    valid: tuple  # (X, y), or (None, None)
+    test: tuple
+    run_dir: str | None
+    latest_path: str | None
+    best_path: str | None
+    setup: dict  # engine, contexts, network, workers: checked again on resume
+
+    @property
+    def writer(self):
+        """Whether this process writes the run folder (rank 0 of a run with one)."""
+        return self.run_dir is not None and self.group.rank == 0
+
+    @property
+    def metric(self):
+        return "valid_error" if self.loss is None else "valid_loss"
+
+
+@dataclass
+class _Progress:
+    """Where training stands: what a checkpoint saves and ``resume`` restores."""
+
+    history: list = field(default_factory=list)
+    epoch: int = 0  # epochs finished
+    batch: int = 0  # batches finished of the next epoch (a stop inside it)
+    partial: dict | None = None  # that epoch's running sums
+    best: dict = field(default_factory=lambda: {"epoch": None, "error": None})
+
+    def meta(self, run, epoch, batch, partial):
+        """A checkpoint's metadata at ``epoch`` (finished) and ``batch`` of the next."""
+        noise = run.posterior.noise.state_dict() if run.posterior is not None else None
+        return {"format": _FORMAT, "config": run.config.to_dict(), "epoch": epoch,
+                "batch": batch, "partial": partial, "history": self.history,
+                "best": self.best, "noise": noise, **run.setup}
+
+
+def prepare(config, train, valid, test, run_dir, ctx, resume, net, posterior, loss, kvstore):
+    """Check the user's input, then build a ``_Run`` (see :func:`~bbb_gluon.training.fit`
+    for the arguments). Nothing is built or written before every check has passed."""
+    if not isinstance(config, TrainConfig):
+        raise TypeError("config must be a TrainConfig")
+    config.validate()
+    task = _check_user_model(config, net, posterior, loss)
+    from_loader = isinstance(train, gluon.data.DataLoader)
+    if from_loader and net is None:
+        raise ValueError("a DataLoader needs net=: the package's MLP trains from arrays")
+    if from_loader and kvstore in ("dist_sync", "dist_sync_device") or (
+            from_loader and isinstance(kvstore, mx.kvstore.KVStore)):
+        raise ValueError("distributed training takes arrays, not a DataLoader: every worker "
+                         "must cut its shard from the same permutation of the same data")
+    if ctx is None and net is not None:
+        ctx = next(iter(net.collect_params().values())).list_ctx()
+    ctxs = list(ctx if isinstance(ctx, list | tuple) else [ctx or mx.current_context()])
+    group = WorkerGroup(kvstore)
+    if task is not None and task[0] == "classes":
+        first = next(iter(train))[0].asnumpy() if from_loader else train[0]
+        task = ("classes", _num_classes(net, first, ctxs[0], config.likelihood))
+    if not from_loader:  # a loader's data are read batch by batch, not checked up front
+        train = _check_arrays("training", *train, config, task)
+        if group.distributed:
+            group.check_batches(len(train[0]), config.batch_size, len(ctxs))
+    have_valid = valid is not None and len(valid[0])
+    valid = _check_arrays("validation", *valid, config, task) if have_valid else (None, None)
+    test = _check_arrays("test", *test, config, task) if test is not None else (None, None)
+    run_dir, latest_path, best_path = _run_folder(run_dir, resume, group.rank == 0)
+    epoch_batches, num_batches = _batches(train, config, ctxs[0])
+
+    net, posterior, loss_fn, step, trainers, pi_sum = _model(
+        config, net, posterior, loss, ctxs, group, kvstore, num_batches)
+    setup = {"engine": step.engine if step is not None else "plain",
+             "contexts": [str(c) for c in ctxs],
+             "network": "mlp" if task is None else "user",
+             "workers": group.num_workers}
+    return _Run(config, net, posterior, loss, loss_fn, step, trainers, group, ctxs,
+                epoch_batches, num_batches, pi_sum, valid, test, run_dir, latest_path,
+                best_path, setup)
+
+
+def _batches(train, config, ctx):
+    """A function of the epoch that yields its batches on ``ctx``, and their number."""
+    if isinstance(train, gluon.data.DataLoader):
+        def epoch_batches(epoch):
+            for xb, yb in train:
+                yield xb.as_in_context(ctx), yb.as_in_context(ctx)
+        return epoch_batches, len(train)
+    loader = ArrayLoader(*train, config.batch_size, shuffle=True, seed=config.seed, ctx=ctx)
+    return loader.epoch, len(loader)
+
+
+def _run_folder(run_dir, resume, writer):
+    """The checkpoint paths of ``run_dir``, refusing to start over a run or to resume none
+    (nothing is changed then); rank 0 creates the folder."""
+    if run_dir is None:
+        if resume:
+            raise ValueError("resume=True needs a run_dir")
+        return None, None, None
+    run_dir = os.fspath(run_dir)
+    ckpt_dir, latest_path, best_path = _run_paths(run_dir)
+    if resume:
+        if not os.path.isfile(latest_path):
+            raise CheckpointError(f"{run_dir} is not a run folder with a checkpoint "
+                                  f"(no {latest_path})")
+    elif os.path.exists(latest_path):
+        raise CheckpointError(f"{run_dir} already holds a run; resume it or choose "
+                              "another folder (nothing was changed)")
+    if writer:
+        os.makedirs(ckpt_dir, exist_ok=True)
+    return run_dir, latest_path, best_path
+
+
+def _model(config, net, posterior, loss, ctxs, group, kvstore, num_batches):
+    """The network and posterior (built from ``config`` unless given), the likelihood, the
+    step and the Trainers: the posterior's first, then one for every other parameter."""
+    if net is None:
+        net, posterior = _build(config, ctxs)
+    elif config.model == "bbb" and posterior is None:
+        posterior = Posterior(net, mu_init=config.mu_init, mu_scale=config.mu_scale,
+                              rho_init=config.rho_init, seed=config.seed)
+    if posterior is not None:
+        posterior.noise.stream_offset = group.rank * len(ctxs)
+    if loss is not None:
+        loss_fn = loss
+    elif config.likelihood == "bernoulli":
+        loss_fn = gluon.loss.SigmoidBCELoss()
+    else:
+        loss_fn = gluon.loss.SoftmaxCrossEntropyLoss()
+    if posterior is None:
+        params = net.collect_params()
+        if loss is not None:
+            params.update(loss.collect_params())
+        return net, None, loss_fn, None, [_make_trainer(config, params, ctxs, group,
+                                                        kvstore)], 0.0
+    for name, param in posterior.params.items():
+        if name.endswith("_rho"):
+            param.lr_mult = config.rho_lr_mult
+    rest = posterior.deterministic_params(net)
+    if loss is not None:
+        rest.update(loss.collect_params())
+    trained = posterior.params
+    if group.distributed and list(rest.keys()):
+        # One Trainer for everything: two would use the same kvstore keys.
+        trained = gluon.ParameterDict()
+        trained.update(posterior.params)
+        trained.update(rest)
+        rest = gluon.ParameterDict()
+    trainers = [_make_trainer(config, trained, ctxs, group, kvstore)]
+    step = BBBStep(net, posterior, make_prior(**config.prior),
+                   config.likelihood if loss is None else loss, trainers[0],
+                   num_batches=num_batches, weighting=config.weighting,
+                   complexity=config.complexity, samples=config.samples,
+                   engine=config.engine, loss_reduction=config.loss_reduction,
+                   watch=False)  # fit watches the costs itself
+    pi_sum = sum(step.loss.weight_of(i) for i in range(num_batches))
+    if list(rest.keys()):
+        trainers.append(_make_trainer(config, rest, ctxs, group, kvstore))
+    return net, posterior, loss_fn, step, trainers, pi_sum
+
+
+def _make_trainer(config, params, ctxs, group=None, kvstore=None):
+    opt = {"learning_rate": config.lr}
+    if group is not None and group.distributed:
+        kv = group.kvstore
+    elif len(ctxs) > 1:
+        kv = kvstore or "device"
+    else:
+        kv = None
+    # The optimiser runs on the workers (not on the servers), so its state can be saved
+    # and a resumed run is exact.
+    return gluon.Trainer(params, config.optimizer, opt, kvstore=kv, update_on_kvstore=False
+                         if kv else None)
+
+
+def resume(run):
+    """Load ``run``'s latest checkpoint into its network, posterior, Trainers and noise;
+    return where training stood."""
+    arrays, meta = _read_checkpoint(run.latest_path)
+    config = run.config
+    _check_resume_config(meta["config"], config, run.latest_path)
+    if config.epochs < meta["epoch"]:
+        raise CheckpointError(f"{run.run_dir} has already finished {meta['epoch']} epochs; "
+                              f"resume with epochs >= {meta['epoch']} (equal: end the run "
+                              f"there, dropping a partly trained epoch), not {config.epochs}")
+    try:
+        _set_model_arrays(arrays, run.net, run.posterior, run.latest_path, run.loss)
+    except PosteriorMismatchError as e:
+        raise CheckpointError(str(e)) from None
+    if meta["trainer_states"] is not None:
+        _load_trainer_states(run.trainers[0], meta["trainer_states"])
+    for other, blob in zip(run.trainers[1:], meta["other_trainer_states"], strict=False):
+        _load_trainer_states(other, blob)
+    if run.posterior is not None:
+        run.posterior.noise.load_state_dict(meta["noise"])
+    _check_resume_setup(meta, run.setup, run.latest_path)
+    return _Progress(meta["history"], meta["epoch"], meta["batch"], meta.get("partial"),
+                     meta["best"])
+
+
+def write_config(run, extra_config):
+    atomic_write_text(os.path.join(run.run_dir, "config.json"),
+                      json.dumps({"train": run.config.to_dict(), **(extra_config or {})},
+                                 indent=1))
+
+
+def _check_arrays(name, X, y, config, task=None):
+    """``task``: None for the package's MLP; for a user's network ``("classes", C)`` (integer
+    labels below C) or ``("targets", None)`` (real-valued targets of any shape)."""
+    X = np.asarray(X)
+    y = np.asarray(y)
+    if task is None and (X.ndim != 2 or X.shape[1] != config.num_inputs):
+        raise ValueError(f"{name} inputs must have shape (N, {config.num_inputs}), got {X.shape}")
+    if X.ndim < 2:
+        raise ValueError(f"{name} inputs must have an examples axis and the input's axes, "
+                         f"(N, ...), got {X.shape}")
+    if name == "training" and X.shape[0] == 0:
+        raise ValueError(f"the training inputs hold no examples (shape {X.shape})")
+    if not np.isfinite(X).all():
+        raise ValueError(f"{name} inputs contain NaN or infinity")
+    if task is not None and task[0] == "targets":
+        if y.ndim < 1 or len(y) != len(X) or not np.isfinite(y).all():
+            raise ValueError(f"{name} targets must be finite numbers, one row per input "
+                             f"({len(X)}), got shape {y.shape}")
+        return X.astype(np.float32, copy=False), y.astype(np.float32, copy=False)
+    if y.shape != (X.shape[0],):
+        raise ValueError(f"{name} labels must have shape ({X.shape[0]},), got {y.shape}")
+    classes = task[1] if task is not None else (
+        2 if config.likelihood == "bernoulli" else config.num_outputs)
+    if not np.isfinite(y).all() or np.any(y != np.round(y)) or y.min() < 0 \
+            or y.max() > classes - 1:
+        raise ValueError(f"{name} labels must be integers in [0, {classes - 1}], "
+                         f"got values in [{y.min()}, {y.max()}]")
+    return X.astype(np.float32, copy=False), y.astype(np.int32, copy=False)
