@@ -111,7 +111,8 @@ def weight_statistics(posterior, ctx=None):
     return rows
 
 
-def _check_fractions(fractions):
+def check_fractions(fractions):
+    """``fractions`` as a float array, or ValueError unless all lie in [0, 1]."""
     values = np.asarray(fractions, dtype=np.float64).reshape(-1)
     if values.size == 0:
         raise ValueError("give at least one fraction")
@@ -137,7 +138,7 @@ def thresholds(scores, fractions):
         ``+inf`` for fraction 1, otherwise the ``(k+1)``-th smallest score with
         ``k = round(fraction * n)``.
     """
-    values = _check_fractions(fractions)
+    values = check_fractions(fractions)
     arrays = scores.values() if isinstance(scores, dict) else scores
     flat = np.concatenate([np.asarray(s).reshape(-1) for s in arrays])
     n = flat.size
@@ -235,7 +236,7 @@ def evaluate_pruning(net, posterior, X, y, fractions, batch_size=1000, ctx=None,
         kept by the signal-to-noise ranking, biases not counted); ``error_by_snr`` and
         ``error_by_abs_mu`` (fractions of ``X`` misclassified).
     """
-    values = _check_fractions(fractions)
+    values = check_fractions(fractions)
     ctx = ctx or posterior.contexts[0]
     rows = [{"fraction": float(f)} for f in values]
     mus_host = [m.asnumpy() for m in posterior.mu(ctx)]

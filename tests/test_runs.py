@@ -7,6 +7,7 @@ and the weights against the checkpoints loaded directly.
 
 import csv
 import json
+import os
 import shutil
 
 import numpy as np
@@ -257,3 +258,46 @@ def test_last10_and_errors_at_from_a_hand_written_history(tmp_path):
     history = read_history(run)
     assert curve_column(history) == "test_error"
     assert errors_at(history, [1, 12, 13], "test_error") == [errors[0], errors[11], None]
+
+
+def test_evaluate_run_writes_the_report_it_returns(runs, fashion_root, tmp_path):
+    from bbb_gluon.evaluation import evaluate_model
+    from bbb_gluon.runs import evaluate_run, evaluation_files, load_test_split
+
+    bbb = tmp_path / "bbb"
+    shutil.copytree(runs[0], bbb)
+    report = evaluate_run(bbb, "latest", samples=3, ood="fashion-mnist", bins=5)
+    files = evaluation_files(bbb, "latest", "fashion-mnist")
+    assert [p.rsplit("/", 1)[1] for p in map(str, files)] == [
+        "evaluation_latest.json", "reliability_latest.png", "least_certain_latest.png",
+        "entropy_histograms_latest.png"]
+    for path in files[1:]:
+        assert open(path, "rb").read(8) == PNG_SIGNATURE
+    assert json.loads(open(files[0]).read()) == report
+    net, posterior, config, meta = load_run(bbb, "latest")
+    Xt, yt = load_test_split(bbb, config.seed).test
+    means = evaluate_model(net, Xt, yt, posterior, "bbb", 3, bins=5).summary
+    assert report["test_error_means"] == means["test_error_means"]
+    assert report["epoch"] == meta["epoch"] == 2 and report["checkpoint"] == "latest"
+    assert report["ood"]["dataset"] == "fashion-mnist"
+    assert report["ood"]["num_examples"] == report["num_test"] == len(yt)
+    with pytest.raises(ValueError, match="own dataset"):
+        evaluate_run(bbb, ood="mnist")
+
+
+def test_prune_run_writes_its_table_and_refuses_a_plain_run(runs, tmp_path):
+    from bbb_gluon.pruning import evaluate_pruning
+    from bbb_gluon.runs import load_test_split, prune_run, pruning_files
+
+    bbb = tmp_path / "bbb"
+    shutil.copytree(runs[0], bbb)
+    done = prune_run(bbb, [0.0, 0.5, 0.9])
+    net, posterior, config, _ = load_run(bbb, "best")
+    Xt, yt = load_test_split(bbb, config.seed).test
+    assert done["table"] == evaluate_pruning(net, posterior, Xt, yt, [0.0, 0.5, 0.9])
+    rows = list(csv.DictReader(open(pruning_files(bbb, "best", [0.9])[0])))
+    assert [float(r["error_by_snr"]) for r in rows] == [r["error_by_snr"]
+                                                         for r in done["table"]]
+    assert all(os.path.exists(p) for p in pruning_files(bbb, "best", [0.9]))
+    with pytest.raises(RunFolderError, match="needs a bbb run"):
+        prune_run(runs[1], [0.5])

@@ -36,6 +36,7 @@ from bbb_gluon.training import (
     build_mlp,
     fit,
     load_run,
+    write_report,
 )
 
 DOCUMENTED_KEYS = ("cost", "complexity_cost", "likelihood_cost", "valid_error",
@@ -1217,3 +1218,22 @@ def test_an_empty_training_set_is_refused_before_any_work(mnist_300, tmp_path):
         fit(tiny("bbb"), (X[:0], y[:0]), mnist_300.valid, run_dir=tmp_path / "run",
             progress=False)
     assert not (tmp_path / "run").exists()
+
+
+def test_write_report_evaluates_the_best_and_the_last_checkpoint(mnist_300, tmp_path):
+    run_dir = tmp_path / "run"
+    result = fit(tiny("bbb", epochs=3), mnist_300.train, mnist_300.valid, run_dir=run_dir,
+                 progress=False)
+    metrics = write_report(result, mnist_300.test, test_samples=4, name="mnist",
+                           wall_seconds=1.5)
+    assert json.loads((run_dir / "metrics.json").read_text()) == metrics
+    assert (run_dir / "learning_curve.png").stat().st_size > 0
+    valid_errors = [row["valid_error"] for row in result.history]
+    assert metrics["best_epoch"] == 1 + int(np.argmin(valid_errors))
+    assert metrics["best_valid_error"] == min(valid_errors)
+    assert metrics["epochs"] == 3 and metrics["wall_seconds_this_invocation"] == 1.5
+    X, y = mnist_300.test
+    for which, errors in (("best", metrics), ("latest", metrics["end_of_training"])):
+        net, posterior, _, _ = load_run(run_dir, which)
+        assert errors["test_error_means"] == error_rate(predict_proba(net, X, posterior, 0), y)
+        assert errors["test_samples"] == 4 and 0 <= errors["test_error_mc"] <= 1

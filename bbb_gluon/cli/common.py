@@ -95,31 +95,6 @@ def _read_run_config(run_dir):
     return read_run_config(run_dir)
 
 
-def _json_safe(value):
-    """NaN (an empty reliability bin) as null: json.dump would write invalid JSON."""
-    import numpy as np
-
-    if isinstance(value, dict):
-        return {k: _json_safe(v) for k, v in value.items()}
-    if isinstance(value, list | tuple | np.ndarray):
-        return [_json_safe(v) for v in (value.tolist() if isinstance(value, np.ndarray)
-                                        else value)]
-    if isinstance(value, np.integer):
-        return int(value)
-    if isinstance(value, float | np.floating):
-        return float(value) if math.isfinite(value) else None
-    return value
-
-
-def _for_checkpoint(run_dir, name, which):
-    """The path of an output file: ``name`` for the best checkpoint, ``stem_latest.ext`` for
-    the latest, so the two sets of results sit side by side in the run folder."""
-    if which == "latest":
-        stem, ext = os.path.splitext(name)
-        name = f"{stem}_latest{ext}"
-    return os.path.join(run_dir, name)
-
-
 def _print_table(table):
     import numpy as np
 

@@ -3,6 +3,7 @@
 
 import sys
 
+from ..training.config import RECIPES
 from .common import (
     _PROGRAM,
     EXIT_FAILURE,
@@ -11,7 +12,7 @@ from .common import (
     UsageError,
     _stop_listening,
 )
-from .parser import RECIPES, build_parser
+from .parser import build_parser
 
 __all__ = ["main"]
 

@@ -6,6 +6,7 @@ import argparse
 import math
 import textwrap
 
+from ..training.config import RECIPES
 from .bandit import cmd_bandit
 from .common import EXIT_USAGE
 from .compare import cmd_compare
@@ -15,22 +16,6 @@ from .launch import cmd_launch
 from .prune import cmd_prune
 from .train import cmd_train
 from .weights import cmd_weights
-
-# Named sets of `train` options. An option given on the command line wins over the recipe.
-RECIPES = {
-    # The paper's update (plain SGD, lr 1e-3 on the summed minibatch cost of eq. 8) with the
-    # remaining choices of the public reproduction that reported 1.31% at 2x1200
-    # (JINKEHE/BayesByBackprop): 600 epochs, lr x0.1 after epoch 300, pi=3/4, sigma1=1,
-    # sigma2=e^-8, uniform weighting, mu ~ U(-0.03, 0.03), rho ~ U(-3.5, -3), one sample,
-    # all 60,000 training images; the end-of-training network is the one reported.
-    "paper": {"optimizer": "sgd", "lr": 1e-3, "loss_reduction": "sum",
-              "lr_decay_epochs": [300], "lr_decay_factor": 0.1, "epochs": 600,
-              "prior": "scale_mixture", "pi": 0.75, "log_sigma1": 0.0, "log_sigma2": -8.0,
-              "weighting": "uniform", "complexity": "mc", "samples": 1,
-              "mu_init": "uniform", "mu_scale": 0.03, "rho_init": [-3.5, -3.0],
-              "num_valid": 0, "monitor_test": True, "eval_samples": 0,
-              "test_samples": 100},
-}
 
 
 class _HelpFormatter(argparse.HelpFormatter):

@@ -1,7 +1,6 @@
 """``bbb-gluon train``: train one network and write its run folder.
 """
 
-import json
 import os
 import sys
 import time
@@ -10,7 +9,6 @@ from .common import (
     EXIT_DIVERGED,
     UsageError,
     _checked,
-    _close,
     _contexts,
     _read_run_config,
     _sigma,
@@ -40,10 +38,9 @@ def _config_from_args(args):
 
 
 def cmd_train(args):
-    from .. import data, plotting
-    from .._files import atomic_write_text
-    from ..prediction import error_rate, predict_proba
-    from ..training import TrainConfig, TrainingDiverged, TrainingInterrupted, fit, load_run
+    from .. import data
+    from ..training import TrainConfig, TrainingDiverged, TrainingInterrupted, fit
+    from ..training.report import write_report
 
     if args.test_samples is not None and args.test_samples < 0:
         raise UsageError(f"--test-samples must be >= 0, got {args.test_samples}")
@@ -117,41 +114,14 @@ def cmd_train(args):
     wall = time.perf_counter() - t0
     if not lead:
         return 0
-    history = result.history
-    Xt, yt = splits.test
-
-    def test_errors(which):
-        net, posterior, _, meta = load_run(out, which, ctx=ctxs[0])
-        errors = {"epoch": meta["epoch"],
-                  "test_error_means": error_rate(predict_proba(net, Xt, posterior, 0,
-                                                               ctx=ctxs[0]), yt)}
-        if posterior is not None and test_samples > 0:
-            errors["test_samples"] = test_samples
-            errors["test_error_mc"] = error_rate(
-                predict_proba(net, Xt, posterior, test_samples, ctx=ctxs[0]), yt)
-        return errors
-
-    has_valid = bool(history) and history[-1].get("valid_error") is not None
-    best = test_errors("best")
-    end = test_errors("latest") if has_valid else dict(best)
-    best_epoch = best.pop("epoch")
-    metrics = {"dataset": splits.name, "model": config.model, "hidden": list(config.hidden),
-               "epochs": len(history), "best_epoch": best_epoch,
-               "selected_by": ("lowest validation error (means)" if has_valid
-                               else "end of training (no validation split)"),
-               "seconds_per_epoch": sum(r["seconds"] for r in history) / max(len(history), 1),
-               "wall_seconds_this_invocation": wall, **best,
-               "end_of_training": end}
-    if has_valid:
-        metrics["best_valid_error"] = min(r["valid_error"] for r in history)
-    atomic_write_text(os.path.join(out, "metrics.json"), json.dumps(metrics, indent=1))
-    _close(plotting.plot_learning_curve(history, os.path.join(out, "learning_curve.png"),
-                                        title=f"{splits.name} {config.model} {config.hidden}"))
+    metrics = write_report(result, splits.test, test_samples, ctx=ctxs[0], name=splits.name,
+                           wall_seconds=wall)
+    end, has_valid = metrics["end_of_training"], "best_valid_error" in metrics
     line = f"test error {100 * metrics['test_error_means']:.2f}% with the means"
     if "test_error_mc" in metrics:
         line += (f", {100 * metrics['test_error_mc']:.2f}% with {test_samples} "
                  "weight samples")
-    print(f"{line} (best epoch {metrics['best_epoch']} of {len(history)})")
+    print(f"{line} (best epoch {metrics['best_epoch']} of {metrics['epochs']})")
     if has_valid:
         line = f"end of training: {100 * end['test_error_means']:.2f}% with the means"
         if "test_error_mc" in end:

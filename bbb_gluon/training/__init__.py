@@ -1,15 +1,18 @@
 """Training: ``fit`` for Bayes by Backprop and its plain and dropout baselines.
 
 ``config`` says what a run is (``TrainConfig``), ``model`` builds the network it names,
-``loop`` runs it (``fit``), ``checkpoint`` writes and reads the run folder (``load_run``),
-``guards`` stop it at a Ctrl-C or when it diverges, and ``history`` keeps its record.
+``prepare`` checks the input and sets the run up, ``loop`` runs it (``fit``), ``checkpoint``
+writes and reads the run folder (``load_run``), ``guards`` stop it at a Ctrl-C or when it
+diverges, ``history`` keeps its record, and ``report`` writes a finished run's test errors
+(``write_report``).
 """
 
 from .checkpoint import CheckpointError, load_run
-from .config import MODELS, TrainConfig
+from .config import MODELS, RECIPES, TrainConfig
 from .guards import TrainingDiverged, TrainingInterrupted
 from .loop import TrainResult, fit
 from .model import build_mlp
+from .report import write_report
 
-__all__ = ["TrainConfig", "TrainResult", "fit", "build_mlp", "load_run",
-           "CheckpointError", "TrainingInterrupted", "TrainingDiverged", "MODELS"]
+__all__ = ["TrainConfig", "TrainResult", "fit", "build_mlp", "load_run", "write_report",
+           "CheckpointError", "TrainingInterrupted", "TrainingDiverged", "MODELS", "RECIPES"]
