@@ -18,7 +18,7 @@ _check_mxnet()
 
 from ._files import FileWriteError
 from ._kernels.threads import _claim as _claim_threads
-from .core.loss import BBBLoss, complexity_weight
+from .core.loss import BBBLoss, GaussianNLLLoss, complexity_weight
 from .core.posterior import (
     BAYESIAN_LAYERS,
     Posterior,
@@ -28,7 +28,7 @@ from .core.posterior import (
 )
 from .core.priors import GaussianPrior, Prior, ScaleMixturePrior, make_prior
 from .core.sampling import use_means, use_weights
-from .core.step import BBBStep
+from .core.step import BBBStep, NotFiniteError
 from .prediction import error_rate, predict_proba, predict_samples, uncertainty
 from .training import (
     CheckpointError,
@@ -63,7 +63,8 @@ __all__ = [
     # priors, posterior, sampling, loss, step
     "Prior", "GaussianPrior", "ScaleMixturePrior", "make_prior",
     "Posterior", "PosteriorMismatchError", "WeightSample", "bayesian_parameters",
-    "BAYESIAN_LAYERS", "use_weights", "use_means", "BBBLoss", "complexity_weight", "BBBStep",
+    "BAYESIAN_LAYERS", "use_weights", "use_means", "BBBLoss", "GaussianNLLLoss",
+    "complexity_weight", "BBBStep", "NotFiniteError",
     # training
     "TrainConfig", "TrainResult", "TrainingInterrupted", "TrainingDiverged", "CheckpointError",
     "fit", "build_mlp", "load_run", "FileWriteError",

@@ -258,3 +258,15 @@ def test_a_bad_batch_is_refused_before_any_update(engine, X_shape, y_shape, batc
         step(mx.nd.zeros(X_shape), mx.nd.zeros(y_shape), batch_size=batch_size)
     for a, b in zip(before, posterior.mu(), strict=True):
         np.testing.assert_array_equal(a, b.asnumpy())
+
+
+def test_one_family_of_divergence_errors():
+    import bbb_gluon
+    from bbb_gluon.bandit import BanditDiverged
+
+    assert issubclass(bbb_gluon.TrainingDiverged, bbb_gluon.NotFiniteError)
+    assert issubclass(bbb_gluon.TrainingDiverged, RuntimeError)  # what it was before
+    assert issubclass(BanditDiverged, bbb_gluon.NotFiniteError)
+    assert issubclass(bbb_gluon.NotFiniteError, FloatingPointError)
+    diverged = bbb_gluon.TrainingDiverged("diverged", 3, None)
+    assert (diverged.epoch, diverged.batch) == (3, None)

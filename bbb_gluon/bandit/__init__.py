@@ -39,11 +39,12 @@ from .agents import GreedyAgent, ThompsonAgent, build_reward_net, run_agent
 from .config import PAPER_AGENTS, AgentSpec, BanditConfig
 from .engine import BanditCheckpointError, StackedAgents
 from .environment import EAT, PASS, MushroomBandit, ReplayBuffer
-from .runner import BanditInterrupted, BanditResult, run_bandit
+from .runner import BanditDiverged, BanditInterrupted, BanditResult, run_bandit
 
 __all__ = [
     "AgentSpec", "BanditConfig", "BanditResult", "MushroomBandit", "ReplayBuffer",
     "StackedAgents", "ThompsonAgent", "GreedyAgent", "run_bandit", "run_agent",
     "build_reward_net", "PAPER_AGENTS", "BanditCheckpointError", "BanditInterrupted",
+    "BanditDiverged",
     "EAT", "PASS",
 ]

@@ -17,12 +17,18 @@ import numpy as np
 from .. import _files
 from .._checks import check_int
 from .._files import atomic_write_text
+from ..core.step import NotFiniteError
 from ..signals import stop_requests
 from .config import BanditConfig
 from .engine import BanditCheckpointError, StackedAgents
 from .environment import EAT, MushroomBandit
 
-__all__ = ["BanditResult", "run_bandit", "BanditInterrupted"]
+__all__ = ["BanditResult", "run_bandit", "BanditInterrupted", "BanditDiverged"]
+
+
+class BanditDiverged(NotFiniteError):
+    """An agent's weights became NaN or infinite (the run folder keeps its last
+    checkpoint)."""
 
 
 class BanditInterrupted(KeyboardInterrupt):
@@ -259,8 +265,8 @@ def run_bandit(config: BanditConfig, env: MushroomBandit, out=None, resume=False
                 seconds += time.perf_counter() - start
                 rows[:, t0:t0 + n], actions[:, t0:t0 + n], rewards[:, t0:t0 + n] = r, a, rw
                 if not np.isfinite(stacked.mu).all():
-                    raise FloatingPointError(f"an agent's weights became NaN or infinite by "
-                                             f"step {stacked.t}; lower the learning rate")
+                    raise BanditDiverged(f"an agent's weights became NaN or infinite by "
+                                         f"step {stacked.t}; lower the learning rate")
                 if bar is not None:
                     bar.update(n)
                 if out is not None and (stacked.t % checkpoint_every == 0

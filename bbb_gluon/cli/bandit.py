@@ -37,7 +37,7 @@ def cmd_bandit(args):
                                    threads=args.threads)
     except FileExistsError as e:
         raise UsageError(str(e)) from e
-    except FloatingPointError as e:  # the weights diverged: the settings, not a bug
+    except bandit.BanditDiverged as e:  # the weights diverged: the settings, not a bug
         print(f"bbb-gluon bandit: error: {e}", file=sys.stderr)
         return EXIT_DIVERGED
     except bandit.BanditInterrupted as e:

@@ -37,7 +37,12 @@ ENGINES = ("auto", "fused", "reference")
 
 
 class NotFiniteError(FloatingPointError):
-    """A cost or a parameter of a Bayes-by-Backprop step is NaN or infinite."""
+    """A cost or a parameter is NaN or infinite: training diverged.
+
+    The one family of divergence errors: :class:`BBBStep` raises it, ``fit`` raises its
+    subclass :class:`~bbb_gluon.TrainingDiverged` and ``run_bandit``
+    :class:`~bbb_gluon.bandit.BanditDiverged`, so ``except NotFiniteError`` catches all.
+    """
 
 
 class BBBStep:

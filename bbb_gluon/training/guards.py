@@ -7,7 +7,7 @@ import signal
 
 import mxnet as mx
 
-from ..core.step import first_not_finite
+from ..core.step import NotFiniteError, first_not_finite
 from .checkpoint import _model_arrays
 
 __all__ = ["TrainingInterrupted", "TrainingDiverged"]
@@ -25,7 +25,7 @@ class TrainingInterrupted(KeyboardInterrupt):
         return 128 + int(self.signum)
 
 
-class TrainingDiverged(RuntimeError):
+class TrainingDiverged(NotFiniteError, RuntimeError):
     """A cost or parameter became NaN or infinite during :func:`fit`.
 
     Nothing of the epoch it happened in was saved: the run folder holds the last good
