@@ -21,6 +21,9 @@ $(VENV)/.installed: pyproject.toml
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet -e '.[$(MXNET_BUILD),test,notebooks]'
 	$(PY) -m pip check
+	@# The compiled kernels, so that no import or first run has to build them.
+	$(PY) -c "import bbb_gluon.bandit.engine as e; e.kernels()" || \
+	  echo "the kernels could not be built here: plain MXNet operators will be used"
 	touch $@
 
 # Link whatever copies this machine has; missing ones are simply absent

@@ -9,6 +9,10 @@ import numpy as np
 import psutil
 import pytest
 
+# Before the first operator (the fixtures below seed MXNet), as every user of the package
+# should: bbb_gluon.threads says why.
+import bbb_gluon  # noqa: F401
+
 
 @pytest.fixture(autouse=True)
 def _seed():

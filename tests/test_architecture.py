@@ -160,3 +160,24 @@ def test_importing_training_does_not_load_the_launcher():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          check=True).stdout.split()
     assert out == ["False", "True"]
+
+
+def test_only_the_trainer_adapter_reads_the_trainers_private_attributes():
+    import re
+
+    private = re.compile(r"\._(optimizer|updaters|kv_initialized|init_kvstore|params_to_init|"
+                         r"init_params|param2idx|update_count|index_update_count|get_lr|"
+                         r"get_wd|scale|kvstore)\b")
+    found = [f"{path.relative_to(PACKAGE.parent)}:{n}"
+             for path in sorted(PACKAGE.rglob("*.py")) if path.name != "trainer.py"
+             for n, line in enumerate(path.read_text().splitlines(), 1)
+             if private.search(line) and not line.lstrip().startswith("#")]
+    assert found == []
+
+
+def test_the_trainer_adapter_refuses_another_mxnet_version():
+    from bbb_gluon._kernels import trainer
+
+    trainer.check_version("1.9.1")
+    with pytest.raises(RuntimeError, match="MXNet 2.0.0 is installed"):
+        trainer.check_version("2.0.0")

@@ -172,3 +172,31 @@ def test_an_interrupted_wait_gives_the_block_back(monkeypatch):
     rest = [cut.next_numpy(0) for _ in range(3)]
     for a, b in zip([first, *rest], expected, strict=True):
         np.testing.assert_array_equal(a, b)
+
+
+def test_the_prefetching_thread_ends_with_close_and_with_the_source():
+    import gc
+    import threading
+
+    def new_threads():
+        return [t for t in threading.enumerate() if t not in before]
+
+    before = set(threading.enumerate())
+    source = NoiseSource(1000, seed=3)
+    first = source.next_numpy()
+    assert len(new_threads()) == 1
+    source.close()
+    new_threads()[0].join(timeout=30)
+    assert new_threads() == []
+    # Closed, it goes on with the same sequence, drawn in the caller.
+    again = NoiseSource(1000, seed=3, prefetch=False)
+    again.next_numpy()
+    np.testing.assert_array_equal(source.next_numpy(), again.next_numpy())
+    np.testing.assert_array_equal(first, NoiseSource(1000, seed=3, prefetch=False).next_numpy())
+    dropped = NoiseSource(1000, seed=4)
+    dropped.next_numpy()
+    thread = new_threads()[0]
+    del dropped
+    gc.collect()
+    thread.join(timeout=30)
+    assert not thread.is_alive()

@@ -86,6 +86,28 @@ def test_the_import_raises_the_count_only_before_anything_ran():
     assert _run(used, **env) == ["1"]
 
 
+@needs_kernels
+def test_the_import_says_once_when_it_cannot_have_the_threads():
+    used = """
+        import warnings
+        import mxnet as mx
+        mx.nd.ones((2, 2)).asnumpy()
+        with warnings.catch_warnings(record=True) as seen:
+            warnings.simplefilter("always")
+            import bbb_gluon
+            import bbb_gluon.training  # a second import says nothing more
+        print(len(seen), "OMP_NUM_THREADS=3" in str(seen[0].message))
+    """
+    assert _run(used, OMP_NUM_THREADS="1", BBB_GLUON_TRAIN_THREADS="3") == ["1", "True"]
+    fresh = used.replace("mx.nd.ones((2, 2)).asnumpy()", "pass")
+    out = _run(fresh.replace(', "OMP_NUM_THREADS=3" in str(seen[0].message)', ""),
+               OMP_NUM_THREADS="1", BBB_GLUON_TRAIN_THREADS="3")
+    assert out == ["0"]
+    # Asking for one thread, one is what it has: nothing to say.
+    assert _run(used.replace(', "OMP_NUM_THREADS=3" in str(seen[0].message)', ""),
+                OMP_NUM_THREADS="1") == ["0"]
+
+
 _CNN = """
         from mxnet.gluon import nn
         net = nn.HybridSequential()

@@ -33,6 +33,7 @@ import math
 import os
 import shutil
 import subprocess
+import sys
 import tempfile
 import threading
 import warnings
@@ -41,6 +42,7 @@ from pathlib import Path
 import mxnet as mx
 
 from ..core.sampling import use_weights
+from . import trainer as _trainer
 
 __all__ = ["available", "unavailable_reason", "load", "prior_attrs"]
 
@@ -100,6 +102,10 @@ def build(cxx, source, stem, mxnet_library=True, flags=()):
     if target.is_file():
         return target
     target.parent.mkdir(parents=True, exist_ok=True)
+    # Once per machine and source (make setup builds them): a pause of seconds to a minute
+    # at a first import or first bandit run should not look like a hang.
+    print(f"bbb_gluon: compiling {Path(source).name} for this machine, once (cached in "
+          f"{target.parent})", file=sys.stderr, flush=True)
     with tempfile.TemporaryDirectory(dir=target.parent) as tmp:
         tmp = Path(tmp)
         # -ffast-math lets GCC call glibc's vectorised expf/logf/cosf; it is given to the
@@ -265,16 +271,16 @@ class FusedBBBStep:
         trainer, post = self.trainer, self.posterior
         plan = False
         if os.environ.get("BBB_GLUON_FUSED_UPDATE", "1") != "0" and len(post.contexts) == 1:
-            if not trainer._kv_initialized:
-                trainer._init_kvstore()
-            opt = trainer._optimizer
+            _trainer.start_kvstore(trainer)
+            opt = _trainer.optimizer(trainer)
             kind = type(opt)
             ours = [id(p) for p in list(post._mu) + list(post._rho)]
-            if (trainer._kvstore is None and sorted(map(id, trainer._params)) == sorted(ours)
-                    and all(p.grad_req != "null" for p in trainer._params)
+            trained = _trainer.params(trainer)
+            if (_trainer.kvstore(trainer) is None and sorted(map(id, trained)) == sorted(ours)
+                    and all(p.grad_req != "null" for p in trained)
                     and not getattr(opt, "multi_precision", False)
                     and kind in (mx.optimizer.Adam, mx.optimizer.SGD)):
-                index = trainer._param2idx
+                index = _trainer.param_index(trainer)
                 plan = (kind is mx.optimizer.Adam,
                         [(index[m.name], index[r.name])
                          for m, r in zip(post._mu, post._rho, strict=True)])
@@ -288,25 +294,25 @@ class FusedBBBStep:
         arithmetic in ``bbb_update``."""
         adam, layers = plan
         trainer = self.trainer
-        opt = trainer._optimizer  # looked up each time: load_states replaces it
-        updater = trainer._updaters[0]
-        opt.rescale_grad = trainer._scale / step_size
+        opt = _trainer.optimizer(trainer)
+        states_of, synced = _trainer.states(trainer)
+        opt.rescale_grad = _trainer.scale(trainer) / step_size
         # MXNet's optimisers clip only when clip_gradient is truthy (0 and None: no clip).
         clip = float(opt.clip_gradient) if opt.clip_gradient else -1.0
         for (imu, irho), gw, w, e, m, r in zip(layers, gws, ws, noise, mus, rhos,
                                                strict=True):
             lrs, wds, states = [], [], []
             for idx, weight in ((imu, m), (irho, r)):
-                opt._update_count(idx)
-                lr, wd = opt._get_lr(idx), opt._get_wd(idx)
+                _trainer.count_update(opt, idx)
+                lr, wd = _trainer.lr_wd(opt, idx)
                 if adam:
-                    t = opt._index_update_count[idx]
+                    t = _trainer.update_count(opt, idx)
                     lr *= math.sqrt(1.0 - opt.beta2 ** t) / (1.0 - opt.beta1 ** t)
                 if adam or opt.momentum:
-                    if idx not in updater.states:
-                        updater.states[idx] = opt.create_state_multi_precision(idx, weight)
-                        updater.states_synced[idx] = True
-                    state = updater.states[idx]  # Adam: (mean, var); SGD: the momentum
+                    if idx not in states_of:
+                        states_of[idx] = opt.create_state_multi_precision(idx, weight)
+                        synced[idx] = True
+                    state = states_of[idx]  # Adam: (mean, var); SGD: the momentum
                     states.extend(state if adam else [state])
                 lrs.append(lr)
                 wds.append(wd)

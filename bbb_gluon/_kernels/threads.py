@@ -47,6 +47,7 @@ fused kernels (no compiler, ``BBB_GLUON_FUSED=0``) nothing is changed and
 
 import contextlib
 import os
+import warnings
 
 import mxnet as mx
 
@@ -146,9 +147,21 @@ def _call(ctx, threads=0):
 
 def _claim():
     """At import: let ``mx.cpu()``'s engine thread take the phase count before anything
-    runs on it (see the module's notes)."""
-    if fused.available():
-        _call(mx.cpu())
+    runs on it (see the module's notes), and say once if it could not."""
+    if not fused.available():
+        return
+    _, have = _call(mx.cpu())
+    try:
+        want = max(train_threads(), predict_threads())
+    except ValueError:  # a bad variable is reported where the phase starts
+        return
+    if have < want:
+        warnings.warn(
+            f"bbb_gluon: MXNet ran an operator before 'import bbb_gluon', so training and "
+            f"prediction on mx.cpu() use {have} of the {want} threads they want (the count "
+            f"cannot go up once MXNet has used it). Import bbb_gluon before creating any "
+            f"NDArray, or start Python with OMP_NUM_THREADS={want}.", RuntimeWarning,
+            stacklevel=3)
 
 
 def current(ctx=None):

@@ -9,6 +9,7 @@ the uninterrupted run would have drawn, whatever was prefetched when it stopped.
 """
 
 import threading
+import weakref
 from concurrent.futures import ThreadPoolExecutor
 
 import mxnet as mx
@@ -49,6 +50,10 @@ class NoiseSource:
         self._lock = threading.Lock()
         self._pool = ThreadPoolExecutor(max_workers=1) if prefetch else None
         self.stream_offset = 0
+        if self._pool is not None:
+            # The thread ends with its source (or at close()), not with the process.
+            self._finalizer = weakref.finalize(self, self._pool.shutdown, wait=False,
+                                               cancel_futures=True)
 
     def global_stream(self, stream):
         """The stream number the numbers are drawn from: ``stream_offset + stream``."""
@@ -104,5 +109,8 @@ class NoiseSource:
             self._pending = {}
 
     def close(self):
-        if self._pool is not None:
-            self._pool.shutdown(wait=False, cancel_futures=True)
+        """End the prefetching thread; later blocks are drawn in the calling thread."""
+        with self._lock:
+            pool, self._pool, self._pending = self._pool, None, {}
+        if pool is not None:
+            self._finalizer()

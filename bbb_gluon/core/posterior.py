@@ -228,6 +228,11 @@ class Posterior:
         self.rho_init = rho_range[0] if rho_range[0] == rho_range[1] else rho_range
         self.noise = NoiseSource(self.num_weights, seed=self.seed)
 
+    def close(self):
+        """End the thread that draws the weight noise ahead (it also ends when the
+        posterior is garbage-collected); sampling still works, drawing in the caller."""
+        self.noise.close()
+
     # --- introspection -------------------------------------------------------------
     def __repr__(self):
         return (f"Posterior({len(self.keys)} arrays, {self.num_weights:,} weights, "

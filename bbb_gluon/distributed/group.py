@@ -14,6 +14,8 @@ from __future__ import annotations
 import mxnet as mx
 import numpy as np
 
+from .._kernels.trainer import start_kvstore
+
 __all__ = ["WorkerGroup"]
 
 
@@ -107,10 +109,7 @@ class WorkerGroup:
         if not self.distributed or self._ready:
             return
         for trainer in trainers:
-            if not trainer._kv_initialized:
-                trainer._init_kvstore()
-            if trainer._params_to_init:
-                trainer._init_params()
+            start_kvstore(trainer, init_params=True)
         self.kvstore.init(_REDUCE_KEY, mx.nd.zeros((_REDUCE_WIDTH,)))
         mx.nd.waitall()
         self.barrier()

@@ -1,0 +1,82 @@
+"""The one door to ``gluon.Trainer``'s and the optimisers' private attributes.
+
+Two things need what MXNet does not expose: the fused update, which runs the optimiser's
+step inside the gradient kernel and so must do ``Trainer.step``'s bookkeeping itself, and
+the start of a distributed run, which initialises the kvstore before the first step
+(``bbb_gluon.distributed.group``). Every private name they read is here, written for
+MXNet 1.9.1 (the last release); another version fails with a clear error at first use
+instead of a wrong update.
+"""
+
+import mxnet as mx
+
+__all__ = ["check_version", "start_kvstore", "kvstore", "params", "param_index",
+           "optimizer", "states", "scale", "count_update", "lr_wd", "update_count"]
+
+MXNET_VERSION = "1.9.1"
+
+
+def check_version(version=None):
+    """Raise RuntimeError unless MXNet is the version these attributes were read from."""
+    version = mx.__version__ if version is None else version
+    if version != MXNET_VERSION:
+        raise RuntimeError(
+            f"bbb_gluon reads private attributes of gluon.Trainer as MXNet {MXNET_VERSION} "
+            f"has them (the fused update, the start of a distributed run); MXNet {version} "
+            f"is installed. Install mxnet=={MXNET_VERSION}, or set BBB_GLUON_FUSED_UPDATE=0 "
+            "for a one-process run.")
+
+
+def start_kvstore(trainer, init_params=False):
+    """Create the Trainer's kvstore now (``Trainer.step`` does it lazily), and with
+    ``init_params`` send the parameters to it."""
+    check_version()
+    if not trainer._kv_initialized:
+        trainer._init_kvstore()
+    if init_params and trainer._params_to_init:
+        trainer._init_params()
+
+
+def kvstore(trainer):
+    return trainer._kvstore
+
+
+def params(trainer):
+    """The Trainer's parameters, in its order."""
+    return trainer._params
+
+
+def param_index(trainer):
+    """Parameter name → the index the optimiser and its states know it by."""
+    return trainer._param2idx
+
+
+def optimizer(trainer):
+    # Looked up each time by callers: Trainer.load_states replaces the optimiser.
+    return trainer._optimizer
+
+
+def states(trainer):
+    """The first updater's ``states`` and ``states_synced`` dictionaries."""
+    updater = trainer._updaters[0]
+    return updater.states, updater.states_synced
+
+
+def scale(trainer):
+    return trainer._scale
+
+
+def count_update(opt, index):
+    """Count one update of ``index``, as ``Optimizer.update`` does before it steps."""
+    opt._update_count(index)
+
+
+def update_count(opt, index):
+    """How many updates ``index`` has had (Adam's bias correction needs it)."""
+    return opt._index_update_count[index]
+
+
+def lr_wd(opt, index):
+    """The learning rate and weight decay of ``index``, with their multipliers and the
+    schedule applied."""
+    return opt._get_lr(index), opt._get_wd(index)
