@@ -105,7 +105,7 @@ def train(case, engine, steps=3):
     costs = []
     for i, (X, y) in enumerate(batches(kind, steps=steps)):
         X, y = X.as_in_context(ctx), y.as_in_context(ctx)
-        nll, complexity = step(X, y, i, eps=noise(posterior, i, engine))
+        nll, complexity = step._step(X, y, i, True, None, eps=noise(posterior, i, engine))
         if other_trainer is not None:
             other_trainer.step(X.shape[0])
         costs.append((nll.asscalar(), complexity.asscalar()))

@@ -134,7 +134,7 @@ class BBBStep:
             return f"the kernels are unavailable ({fused.unavailable_reason()})"
         return None
 
-    def __call__(self, X, y, batch_index=0, want_complexity=True, eps=None, batch_size=None):
+    def __call__(self, X, y, batch_index=0, want_complexity=True, batch_size=None):
         """Update on the batch ``(X, y)``, split over the posterior's contexts.
 
         Parameters
@@ -146,9 +146,6 @@ class BBBStep:
         want_complexity : bool, default True
             Also return the complexity cost's value (one more pass over the posterior on
             the fused engine, which otherwise computes only its gradient).
-        eps : list, optional
-            Fixed noise, for tests: ``eps[k][s]`` for device ``k`` and sample ``s``, a
-            flat array (reference engine) or a list of per-parameter arrays (fused).
         batch_size : int, optional
             Examples in the whole batch when ``X`` is one worker's shard of it in
             distributed training (default ``X.shape[0]``): the learning rate applies to
@@ -162,6 +159,12 @@ class BBBStep:
             (``None`` if not asked for, or where the weighting skipped it); both on the
             first context, not read back to the host.
         """
+        return self._step(X, y, batch_index, want_complexity, batch_size)
+
+    def _step(self, X, y, batch_index, want_complexity, batch_size, eps=None):
+        """``__call__`` with ``eps``, fixed noise for tests: ``eps[k][s]`` for device ``k``
+        and sample ``s``, a flat array (reference engine) or a list of per-parameter
+        arrays (fused), so that the two engines can be compared on the same noise."""
         # Shapes only (no host sync): NaN in a batch shows in the costs (``watch``).
         if len(X.shape) == 0 or X.shape[0] == 0 or len(y.shape) == 0 \
                 or y.shape[0] != X.shape[0]:
