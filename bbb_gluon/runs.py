@@ -19,7 +19,8 @@ import numpy as np
 
 __all__ = ["RunFolderError", "SUMMARY_COLUMNS", "read_run_config", "read_history",
            "summarize_run", "errors_at", "curve_column", "run_weights", "output_path",
-           "load_test_split", "default_ood", "evaluation_files", "evaluate_run"]
+           "load_test_split", "default_ood", "evaluation_files", "evaluate_run",
+           "pruning_files", "prune_run"]
 
 SUMMARY_COLUMNS = (
     "run", "dataset", "transform", "model", "hidden", "prior", "pi", "log_sigma1",
@@ -277,8 +278,8 @@ def evaluate_run(run_dir, which="best", samples=100, ood=None, bins=15, ctx=None
 
     Writes ``evaluation.json`` (the returned report) and its figures (reliability diagram,
     least certain test images and, with ``ood``, entropy histograms) into ``run_dir``,
-    named by :func:`output_path`; returns the report as written (an empty reliability
-    bin's NaN as None).
+    named by :func:`output_path`; returns the report (the file holds null where the report
+    has NaN: an empty reliability bin).
 
     Parameters
     ----------
@@ -353,8 +354,7 @@ def evaluate_run(run_dir, which="best", samples=100, ood=None, bins=15, ctx=None
     for fig in figs:
         plt.close(fig)
     report["plots"] = {k: os.path.basename(v) for k, v in paths.items() if k != "json"}
-    report = _json_safe(report)
-    atomic_write_text(paths["json"], json.dumps(report, indent=1) + "\n")
+    atomic_write_text(paths["json"], json.dumps(_json_safe(report), indent=1) + "\n")
     return report
 
 

@@ -181,3 +181,14 @@ def test_the_trainer_adapter_refuses_another_mxnet_version():
     trainer.check_version("1.9.1")
     with pytest.raises(RuntimeError, match="MXNet 2.0.0 is installed"):
         trainer.check_version("2.0.0")
+
+
+def test_no_module_reads_the_posteriors_private_attributes():
+    import re
+
+    private = re.compile(r"\b(posterior|post|self\.posterior)\._(mu|rho)\b")
+    found = [f"{path.relative_to(PACKAGE.parent)}:{n}"
+             for path in sorted(PACKAGE.rglob("*.py")) if path.name != "posterior.py"
+             for n, line in enumerate(path.read_text().splitlines(), 1)
+             if private.search(line)]
+    assert found == []

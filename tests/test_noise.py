@@ -200,3 +200,18 @@ def test_the_prefetching_thread_ends_with_close_and_with_the_source():
     gc.collect()
     thread.join(timeout=30)
     assert not thread.is_alive()
+
+
+def test_a_prefetched_block_cancelled_by_close_is_drawn_in_the_caller():
+    from concurrent.futures import Future
+
+    source = NoiseSource(500, seed=5)
+    source.next_numpy()
+    cancelled = Future()
+    cancelled.cancel()  # what close() does to a block still queued while a caller waits
+    source._pending[0] = (1, cancelled)
+    reference = NoiseSource(500, seed=5, prefetch=False)
+    reference.next_numpy()
+    np.testing.assert_array_equal(source.next_numpy(), reference.next_numpy())
+    np.testing.assert_array_equal(source.next_numpy(), reference.next_numpy())
+    source.close()

@@ -524,3 +524,21 @@ def test_reset_ctx_moves_the_posterior_and_its_samples():
         np.testing.assert_array_equal(a, b.asnumpy())
     sample = post.sample()
     assert sample.weights[0].context == mx.cpu(1)
+
+
+def test_the_parameters_in_key_order_train_and_move():
+    net = make_net()
+    post = Posterior(net, seed=0)
+    assert [p.name for p in post.mu_parameters] == [f"posterior_{k}_mu" for k in post.keys]
+    assert [p.name for p in post.rho_parameters] == [f"posterior_{k}_rho" for k in post.keys]
+    assert set(post.params.values()) == set(post.mu_parameters + post.rho_parameters)
+    before = [m.copy() for m in post.mu()]
+    trainer = gluon.Trainer(post.mu_parameters, "sgd", {"learning_rate": 0.1})
+    with mx.autograd.record():
+        loss = sum((m * m).sum() for m in [p.data() for p in post.mu_parameters])
+    loss.backward()
+    trainer.step(1)
+    for b, a in zip(before, post.mu(), strict=True):
+        np.testing.assert_allclose(a.asnumpy(), 0.8 * b.asnumpy(), rtol=1e-6)
+    post.reset_ctx(mx.cpu(1))
+    assert post.contexts == [mx.cpu(1)] and post.mu()[0].context == mx.cpu(1)

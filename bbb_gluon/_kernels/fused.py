@@ -274,7 +274,7 @@ class FusedBBBStep:
             _trainer.start_kvstore(trainer)
             opt = _trainer.optimizer(trainer)
             kind = type(opt)
-            ours = [id(p) for p in list(post._mu) + list(post._rho)]
+            ours = [id(p) for p in post.mu_parameters + post.rho_parameters]
             trained = _trainer.params(trainer)
             if (_trainer.kvstore(trainer) is None and sorted(map(id, trained)) == sorted(ours)
                     and all(p.grad_req != "null" for p in trained)
@@ -283,7 +283,7 @@ class FusedBBBStep:
                 index = _trainer.param_index(trainer)
                 plan = (kind is mx.optimizer.Adam,
                         [(index[m.name], index[r.name])
-                         for m, r in zip(post._mu, post._rho, strict=True)])
+                         for m, r in zip(post.mu_parameters, post.rho_parameters, strict=True)])
         self._update = plan
         return plan
 
@@ -348,8 +348,8 @@ class FusedBBBStep:
             mus, rhos = self.posterior.mu(ctx), self.posterior.rho(ctx)
             scale = pi * xb.shape[0] / batch_size if pi > self.skip_below else 0.0
             gws, tmp_mu, tmp_rho = self._grad_buffers(ctx)
-            params_mu = [p.grad(ctx) for p in self.posterior._mu]
-            params_rho = [p.grad(ctx) for p in self.posterior._rho]
+            params_mu = [p.grad(ctx) for p in self.posterior.mu_parameters]
+            params_rho = [p.grad(ctx) for p in self.posterior.rho_parameters]
             for s in range(samples):
                 if eps is None:
                     noise, ws = self.draw(ctx, k, mus, rhos)
@@ -389,7 +389,7 @@ class FusedBBBStep:
                 for g in params_mu + params_rho:
                     g /= samples
         if not plan:
-            for p in list(self.posterior._mu) + list(self.posterior._rho):
+            for p in self.posterior.mu_parameters + self.posterior.rho_parameters:
                 for data in p.list_data():
                     _mark_fresh(data)
             self.trainer.step(step_size)

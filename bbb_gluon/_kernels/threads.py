@@ -151,6 +151,8 @@ def _claim():
     if not fused.available():
         return
     _, have = _call(mx.cpu())
+    if _thread_ids() is None:  # no claim was made (new threads cannot be told apart)
+        return
     try:
         want = max(train_threads(), predict_threads())
     except ValueError:  # a bad variable is reported where the phase starts

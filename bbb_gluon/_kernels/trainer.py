@@ -23,8 +23,8 @@ def check_version(version=None):
         raise RuntimeError(
             f"bbb_gluon reads private attributes of gluon.Trainer as MXNet {MXNET_VERSION} "
             f"has them (the fused update, the start of a distributed run); MXNet {version} "
-            f"is installed. Install mxnet=={MXNET_VERSION}, or set BBB_GLUON_FUSED_UPDATE=0 "
-            "for a one-process run.")
+            f"is installed. Install mxnet=={MXNET_VERSION} (a one-process run also works with "
+            "BBB_GLUON_FUSED_UPDATE=0; a distributed one needs that version).")
 
 
 def start_kvstore(trainer, init_params=False):

@@ -10,7 +10,7 @@ the uninterrupted run would have drawn, whatever was prefetched when it stopped.
 
 import threading
 import weakref
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import CancelledError, ThreadPoolExecutor
 
 import mxnet as mx
 import numpy as np
@@ -75,7 +75,10 @@ class NoiseSource:
             self._pending[stream] = (counter + 1, self._submit(stream, counter + 1))
         try:
             if future is not None:
-                return future.result()
+                try:
+                    return future.result()
+                except CancelledError:  # close() ran meanwhile: draw the block here
+                    pass
             return _draw(self.seed, self.global_stream(stream), counter, self.size)
         except BaseException:
             # Ctrl-C while waiting, in a loop of the user's own: give the block back, so

@@ -239,6 +239,16 @@ class Posterior:
                 f"{2 * self.num_weights:,} variational parameters)")
 
     @property
+    def mu_parameters(self):
+        r"""The :math:`\mu` Parameters, in key order."""
+        return list(self._mu)
+
+    @property
+    def rho_parameters(self):
+        r"""The :math:`\rho` Parameters, in key order."""
+        return list(self._rho)
+
+    @property
     def num_params(self):
         """Number of variational parameters, :math:`2n` (a :math:`\\mu` and a :math:`\\rho`
         per weight)."""

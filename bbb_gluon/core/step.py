@@ -134,7 +134,7 @@ class BBBStep:
             return f"the kernels are unavailable ({fused.unavailable_reason()})"
         return None
 
-    def __call__(self, X, y, batch_index=0, want_complexity=True, batch_size=None):
+    def __call__(self, X, y, batch_index=0, want_complexity=True, *, batch_size=None):
         """Update on the batch ``(X, y)``, split over the posterior's contexts.
 
         Parameters

@@ -61,7 +61,8 @@ def _set_model_arrays(arrays, net, posterior, path, loss=None):
     covered = set(posterior.keys) if posterior is not None else set()
     if posterior is not None:
         for key, shape, mu, rho in zip(posterior.keys, posterior.shapes,
-                                       posterior._mu, posterior._rho, strict=True):
+                                       posterior.mu_parameters, posterior.rho_parameters,
+                                       strict=True):
             targets[f"{key}|mu"] = (mu, shape)
             targets[f"{key}|rho"] = (rho, shape)
     targets.update({k: (p, p.shape) for k, p in _structural_params(net).items()

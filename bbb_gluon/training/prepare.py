@@ -87,7 +87,8 @@ class _Progress:
 
 def prepare(config, train, valid, test, run_dir, ctx, resume, net, posterior, loss, kvstore):
     """Check the user's input, then build a ``_Run`` (see :func:`~bbb_gluon.training.fit`
-    for the arguments). Nothing is built or written before every check has passed."""
+    for the arguments). Every check of the input comes before anything is written (the
+    run folder is created only then) or built."""
     if not isinstance(config, TrainConfig):
         raise TypeError("config must be a TrainConfig")
     config.validate()
