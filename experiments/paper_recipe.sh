@@ -75,6 +75,10 @@ case "${1:-}" in
   final-b)  # the best cell of the middle spike, sigma2 = e^-7, by the same score
     run final-pi0.5-s1e2-s2e7-1200 --recipe paper --hidden 1200,1200 --pi 0.5 \
       --log-sigma1=-2 --log-sigma2=-7 ;;
+  final-c)  # the middle spike with the recipe's sigma1 = 1: final-b's setting but sigma1,
+    # after final-b (e^-7) pruned flat at 2x1200 where the screen said it would not
+    run final-pi0.5-s1e0-s2e7-1200 --recipe paper --hidden 1200,1200 --pi 0.5 \
+      --log-sigma1=0 --log-sigma2=-7 ;;
   *)
-    echo "usage: paper_recipe.sh 1200|400|levers1|levers2|spike|spike1200|combo|combo1200|sigma1200|adamlate|final-a|final-b (from the pinned worktree)" >&2; exit 2 ;;
+    echo "usage: paper_recipe.sh 1200|400|levers1|levers2|spike|spike1200|combo|combo1200|sigma1200|adamlate|final-a|final-b|final-c (from the pinned worktree)" >&2; exit 2 ;;
 esac
