@@ -120,6 +120,8 @@ def test_buffer_keeps_the_last_items():
                                                                "optimizer"),
     (dict(prior_pi=1.0), "prior_pi"), (dict(noise_sigma=0.0), "noise_sigma"),
     (dict(complexity_over="epoch"), "complexity_over"),
+    (dict(rho_lr_mult=0.0), "rho_lr_mult"), (dict(rho_lr_mult=float("inf")), "rho_lr_mult"),
+    (dict(lr=1e10, rho_lr_mult=1e10), "rho_lr_mult"),
     (dict(agents=(bandit.AgentSpec("a", "greedy"), bandit.AgentSpec("a", "greedy"))),
      "distinct"),
 ])
@@ -135,11 +137,42 @@ def test_agent_specs_are_checked():
         bandit.AgentSpec("x", "greedy", 1.5)
     with pytest.raises(ValueError, match="sampling"):
         bandit.AgentSpec("x", "thompson", 0.1)
+    for lr in (0.0, -1e-3, float("nan")):
+        with pytest.raises(ValueError, match="lr"):
+            bandit.AgentSpec("x", "greedy", lr=lr)
 
 
 def test_config_round_trips_through_json():
-    c = bandit.BanditConfig(seeds=(3, 4), prior="gaussian", lr=0.01)
-    assert bandit.BanditConfig.from_json(json.loads(json.dumps(c.to_json()))) == c
+    agents = (bandit.AgentSpec("bbb", "thompson"), bandit.AgentSpec("g", "greedy", lr=3e-4))
+    c = bandit.BanditConfig(seeds=(3, 4), prior="gaussian", lr=0.01, agents=agents,
+                            rho_lr_mult=0.1, complexity_over="blundell")
+    back = bandit.BanditConfig.from_json(json.loads(json.dumps(c.to_json())))
+    assert back == c
+    assert [back.agent_lr(a) for a in back.agents] == [0.01, 3e-4]
+
+
+def test_a_config_written_before_rho_lr_mult_and_agent_lr_reads_back():
+    d = bandit.BanditConfig().to_json()
+    del d["rho_lr_mult"]
+    for a in d["agents"]:
+        del a["lr"]
+    assert bandit.BanditConfig.from_json(d) == bandit.BanditConfig()
+
+
+def test_complexity_scales():
+    seen, buffer, blundell = (small(updates=5, batch=4, complexity_over=o)
+                              for o in ("seen", "buffer", "blundell"))
+    assert engine.complexity_scale(seen, 9, 0, 7) == 1 / 10
+    assert engine.complexity_scale(buffer, 9, 3, 7) == 1 / 7
+    shares = [engine.complexity_scale(blundell, 9, u, 7) * 4 for u in range(5)]
+    # beta_u = 2^(U-1-u) / (2^U - 1): halving from one update to the next, summing to 1
+    np.testing.assert_allclose(shares, np.array([16, 8, 4, 2, 1]) / 31)
+    assert engine.complexity_scale(blundell, 0, 0, 1) == engine.complexity_scale(blundell, 99,
+                                                                                  0, 32)
+    # thousands of updates: no overflow
+    many = small(updates=5000, complexity_over="blundell")
+    assert engine.complexity_scale(many, 0, 0, 1) == pytest.approx(0.5 / many.batch)
+    assert engine.complexity_scale(many, 0, 4999, 1) == 0.0
 
 
 # ---------------------------------------------------------------- kernels vs autograd
@@ -235,11 +268,18 @@ def test_kernel_gradient_of_a_posterior_matches_autograd(env, kernels, prior):
         np.testing.assert_allclose(got, ref, rtol=2e-3, atol=2e-4 * np.abs(ref).max())
 
 
-def test_one_step_of_the_stacked_engine_replays_in_numpy(env, kernels):
+@pytest.mark.parametrize("options", [
+    {}, dict(complexity_over="blundell"), dict(complexity_over="buffer", rho_lr_mult=0.1),
+    dict(greedy_lr=0.003, complexity_over="blundell", rho_lr_mult=3.0)])
+def test_one_step_of_the_stacked_engine_replays_in_numpy(env, kernels, options):
     """The kernel's first step, replayed from its documented keys: minibatch slots, weight
-    noise, gradients (checked against autograd above) and MXNet's Adam."""
-    agents = (bandit.AgentSpec("bbb", "thompson"), bandit.AgentSpec("greedy", "greedy"))
-    config = small(steps=2, updates=3, batch=4, hidden=5, agents=agents, lr=0.01)
+    noise, gradients (checked against autograd above), the complexity weighting and
+    MXNet's Adam at each agent's learning rates."""
+    options = dict(options)
+    greedy_lr = options.pop("greedy_lr", None)
+    agents = (bandit.AgentSpec("bbb", "thompson"),
+              bandit.AgentSpec("greedy", "greedy", lr=greedy_lr))
+    config = small(steps=2, updates=3, batch=4, hidden=5, agents=agents, lr=0.01, **options)
     stacked = bandit.StackedAgents(config, env)
     mu0, rho0 = stacked.mu.copy(), stacked.rho.copy()
     rows, actions, rewards, _ = stacked.run(1, threads=1)
@@ -249,7 +289,8 @@ def test_one_step_of_the_stacked_engine_replays_in_numpy(env, kernels):
         y = rewards[i, :1]
         mu, rho = mu0[i].astype(np.float32).copy(), rho0[i].copy()
         state = {k: np.zeros_like(mu) for k in ("m_mu", "v_mu", "m_rho", "v_rho")}
-        opt = mx.optimizer.Adam(learning_rate=config.lr)
+        rate = {"m_mu": config.agent_lr(spec), "m_rho": config.agent_lr(spec) *
+                config.rho_lr_mult}
         for u in range(config.updates):
             slots = engine.minibatch_indices(key, 0, u, config.updates, config.batch, 1)
             assert (slots == 0).all()  # one item stored
@@ -259,8 +300,9 @@ def test_one_step_of_the_stacked_engine_replays_in_numpy(env, kernels):
                 eps = engine.kernel_noise(engine.update_noise_key(key, 0, u, config.updates),
                                           len(mu))
                 w = (mu + np.logaddexp(0, rho).astype(np.float32) * eps).astype(np.float32)
+                scale = engine.complexity_scale(config, 0, u, 1)
                 _, gmu, grho = engine.kernel_gradients(config, env.context_width, w, xb, yb,
-                                                       eps=eps, mu=mu, rho=rho, scale=1.0)
+                                                       eps=eps, mu=mu, rho=rho, scale=scale)
                 grads = ((mu, gmu, "m_mu", "v_mu"), (rho, grho, "m_rho", "v_rho"))
             else:
                 _, g = engine.kernel_gradients(config, env.context_width, mu, xb, yb)
@@ -269,7 +311,7 @@ def test_one_step_of_the_stacked_engine_replays_in_numpy(env, kernels):
                 # MXNet's Adam, as the kernel applies it
                 state[m] = 0.9 * state[m] + 0.1 * g
                 state[v] = 0.999 * state[v] + 0.001 * g * g
-                lr = opt.learning_rate * math.sqrt(1 - 0.999**step) / (1 - 0.9**step)
+                lr = rate[m] * math.sqrt(1 - 0.999**step) / (1 - 0.9**step)
                 x -= (lr * state[m] / (np.sqrt(state[v]) + 1e-8)).astype(np.float32)
         np.testing.assert_allclose(stacked.mu[i], mu, rtol=1e-4, atol=1e-6)
         if spec.kind == "thompson":
@@ -428,15 +470,45 @@ def test_gluon_agents_learn(env, kind):
     np.testing.assert_array_equal(rewards, env.reward(rows, actions, env.draw(0, 0, 240)[1]))
 
 
-@pytest.mark.parametrize("over", ["seen", "buffer"])
-def test_gluon_thompson_agent_spreads_the_complexity_over_n(env, over):
-    config = bandit.BanditConfig(hidden=4, updates=1, batch=8, capacity=2, complexity_over=over)
+@pytest.mark.parametrize("over", ["seen", "buffer", "blundell"])
+def test_gluon_thompson_agent_weights_the_complexity_as_the_engine(env, over, monkeypatch):
+    config = bandit.BanditConfig(hidden=4, updates=3, batch=8, capacity=2, complexity_over=over)
     agent = bandit.ThompsonAgent(env, config, seed=0, engine="reference")
+    seen = []
+    step = agent.step.__call__
+    monkeypatch.setattr(type(agent.step), "__call__",
+                        lambda self, X, y: (seen.append(self.loss.weighting), step(X, y))[1])
     for n in (1, 2, 3):
         agent.observe(n, 1, 5.0)
-        expected = n if over == "seen" else min(n, 2)
-        assert agent.step.loss.weighting == pytest.approx(8 / expected)
+    # the loss weights the complexity against the minibatch's summed NLL: B * scale
+    expected = [8 * engine.complexity_scale(config, t, u, min(t + 1, 2))
+                for t in range(3) for u in range(3)]
+    np.testing.assert_allclose(seen, expected)
+    if over == "blundell":
+        assert seen[:3] == pytest.approx([8 * 4 / 7 / 8, 8 * 2 / 7 / 8, 8 * 1 / 7 / 8])
+    else:
+        assert seen[-1] == pytest.approx(8 / (3 if over == "seen" else 2))
     assert isinstance(agent.prior, (ScaleMixturePrior, GaussianPrior))
+
+
+def test_gluon_thompson_agent_learns_rho_at_its_multiple(env):
+    config = bandit.BanditConfig(hidden=4, updates=1, batch=4, rho_lr_mult=0.25)
+    agent = bandit.ThompsonAgent(env, config, seed=0)
+    assert {p.lr_mult for p in agent.posterior.rho_parameters} == {0.25}
+    assert {p.lr_mult for p in agent.posterior.mu_parameters} == {1.0}
+
+
+def test_each_agent_learns_at_its_own_rate(env, kernels):
+    runs = []
+    for greedy_lr in (None, 0.05):
+        agents = (bandit.AgentSpec("bbb", "thompson"),
+                  bandit.AgentSpec("greedy", "greedy", lr=greedy_lr))
+        stacked = bandit.StackedAgents(small(agents=agents, lr=0.01), env)
+        stacked.run(5, threads=1)
+        runs.append(stacked)
+    np.testing.assert_array_equal(runs[0].mu[0], runs[1].mu[0])
+    np.testing.assert_array_equal(runs[0].rho[0], runs[1].rho[0])
+    assert np.abs(runs[0].mu[1] - runs[1].mu[1]).max() > 1e-3
 
 
 def test_complexity_over_changes_only_the_bayesian_agents(env, kernels):

@@ -594,6 +594,10 @@ def test_bandit_runs_resumes_and_refuses_to_overwrite(mushroom_root, tmp_path, c
 @pytest.mark.parametrize("extra, message", [
     (["--seeds", "0"], "--seeds"),
     (["--lr", "-1"], "lr"),
+    (["--greedy-lr", "0"], "lr"),
+    (["--rho-lr-mult", "-2"], "rho_lr_mult"),
+    (["--agents", "bayes-by-backprop,ucb"], "--agents"),
+    (["--agents", ""], "--agents"),
     (["--resume", "--force"], "give one"),
     (["--threads", "0"], "--threads"),
 ])
@@ -603,6 +607,19 @@ def test_bandit_bad_options_exit_2(mushroom_root, tmp_path, capsys, extra, messa
     assert main(args) == 2
     assert message in capsys.readouterr().err
     assert not (tmp_path / "b").exists()
+
+
+def test_bandit_greedy_lr_and_blundell_weighting_reach_the_config(mushroom_root, tmp_path):
+    out = tmp_path / "bandit"
+    assert main(["bandit", "--out", str(out), "--data-dir", str(mushroom_root), "--steps", "3",
+                 "--seeds", "1", "--updates", "2", "--hidden", "4", "--no-progress",
+                 "--lr", "1e-4", "--greedy-lr", "3e-4", "--rho-lr-mult", "0.5",
+                 "--complexity-over", "blundell", "--agents", "bayes-by-backprop,1%-greedy"]) == 0
+    config = json.loads((out / "config.json").read_text())["config"]
+    assert {a["name"]: a["lr"] for a in config["agents"]} == {
+        "bayes-by-backprop": None, "1%-greedy": 3e-4}
+    assert (config["lr"], config["rho_lr_mult"], config["complexity_over"]) == (
+        1e-4, 0.5, "blundell")
 
 
 def test_bandit_without_data_says_where_to_put_it(tmp_path, capsys):
@@ -683,7 +700,8 @@ BANDIT_OPTIONS = {
     "--lr": ODD_FLOAT, "--prior": ["mixture", "gaussian", "x"], "--pi": ODD_FLOAT,
     "--log-sigma1": ODD_FLOAT, "--log-sigma2": ODD_FLOAT, "--prior-sigma": ODD_FLOAT,
     "--noise-sigma": ODD_FLOAT, "--mu-init": ODD_FLOAT, "--rho-init": ODD_FLOAT,
-    "--complexity-over": ["seen", "buffer", "x"],
+    "--complexity-over": ["seen", "buffer", "blundell", "x"], "--greedy-lr": ODD_FLOAT,
+    "--rho-lr-mult": ODD_FLOAT, "--agents": ["greedy", "bayes-by-backprop,greedy", "", "x"],
 }
 RUN_OPTIONS = {
     "evaluate": {"--samples": ["-1", "0", "2", "abc"], "--bins": ["-1", "0", "3", "abc"],

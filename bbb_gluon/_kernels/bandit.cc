@@ -18,7 +18,9 @@
 // follows the gradient of
 //     (1/B) sum_b (y_b - f_b)^2 / (2 s^2)  +  (1/N) (log q(w) - log P(w))
 // (mean Gaussian NLL over the minibatch plus the complexity cost spread over N: the items
-// in the buffer, or every interaction seen so far). A plain agent keeps only mu (its weights) and follows the first term.
+// in the buffer, or every interaction seen so far; or, with Blundell's weighting, 1/N
+// replaced by beta_u / B for update u of a step, see complexity_scale). A plain agent
+// keeps only mu (its weights) and follows the first term.
 // Decisions: a Thompson agent samples the weights act_samples times and takes the action
 // whose mean predicted reward is larger; a greedy agent uses mu, and explores with
 // probability epsilon.
@@ -63,9 +65,10 @@ struct BanditArgs {
   int32_t prior_kind;           // 1 scale mixture, 2 Gaussian (Monte-Carlo cost)
   int32_t chunk;                // steps in this call
   int32_t complexity_over;      // the complexity cost is divided by: 0 the items in the
-                                // buffer, 1 the interactions seen so far
+                                // buffer, 1 the interactions seen so far; 2: Blundell's
+                                // weighting over a step's updates (see complexity_scale)
   int64_t t0;                   // global index of the chunk's first step
-  float lr, beta1, beta2, adam_eps, inv_noise_var;
+  float rho_lr_mult, beta1, beta2, adam_eps, inv_noise_var;
   float pi, sigma1, sigma2, sigma;
   const int32_t* features;      // [rows][F] column of each attribute's one
   const uint8_t* edible;        // [rows]
@@ -75,6 +78,7 @@ struct BanditArgs {
   const uint8_t* explore_a;     // [A][chunk] the action taken when exploring
   const float* epsilon;         // [A]
   const uint8_t* bayes;         // [A]
+  const float* lr;              // [A] learning rate (rho's: times rho_lr_mult)
   const uint64_t* key;          // [A] hash key of each agent's noise and minibatches
   float* mu;                    // [A][P]
   float* rho;                   // [A][P]  (read only for Bayesian agents)
@@ -310,16 +314,16 @@ void bbb_gradients(const BanditArgs& a, int64_t P, const float* w, const float* 
 
 // One optimiser step on x with gradient g; Adam as MXNet's (bias correction folded into
 // the learning rate), t counting from 1.
-void apply(const BanditArgs& a, int64_t P, float* x, const float* g, float* m, float* v,
-           int64_t t) {
+void apply(const BanditArgs& a, float rate, int64_t P, float* x, const float* g, float* m,
+           float* v, int64_t t) {
   if (a.optimizer == 0) {
-    const float lr = a.lr;
+    const float lr = rate;
 #pragma omp simd
     for (int64_t i = 0; i < P; ++i) x[i] -= lr * g[i];
     return;
   }
   const double tt = static_cast<double>(t);
-  const float lr = static_cast<float>(a.lr * std::sqrt(1.0 - std::pow(a.beta2, tt)) /
+  const float lr = static_cast<float>(rate * std::sqrt(1.0 - std::pow(a.beta2, tt)) /
                                       (1.0 - std::pow(a.beta1, tt)));
   const float b1 = a.beta1, b2 = a.beta2, e = a.adam_eps;
 #pragma omp simd
@@ -359,6 +363,19 @@ struct FlushDenormals {
   ~FlushDenormals() { _mm_setcsr(saved); }
 #endif
 };
+
+// The weight of the complexity cost in update u of step t (0-based) with n items stored:
+// 1/(t + 1) or 1/n spreads it evenly over the data; Blundell's weighting (the paper's
+// eq. 9) gives update u the share beta_u = 2^(U-1-u) / (2^U - 1) of one whole cost, so
+// the first updates of a step carry most of it, divided by B as the NLL is a mean.
+inline float complexity_scale(const BanditArgs& a, int64_t t, int64_t n, int u) {
+  if (a.complexity_over == 2) {
+    // 2^-(u+1) / (1 - 2^-U): the same number, and no overflow for large U
+    return static_cast<float>(std::ldexp(1.0, -(u + 1)) / (1.0 - std::ldexp(1.0, -a.updates)) /
+                              a.batch);
+  }
+  return 1.f / static_cast<float>(a.complexity_over == 1 ? t + 1 : n);
+}
 
 void run_agent(const BanditArgs& a, int ag) {
   const FlushDenormals flush;
@@ -416,7 +433,6 @@ void run_agent(const BanditArgs& a, int ag) {
     buf_action[slot] = action;
     buf_reward[slot] = reward;
     const int64_t n = t + 1 < cap ? t + 1 : cap;
-    const float scale = 1.f / static_cast<float>(a.complexity_over == 1 ? t + 1 : n);
     // Learn: `updates` minibatches of B drawn with replacement from the buffer.
     float loss = 0.f;
     for (int u = 0; u < a.updates; ++u) {
@@ -438,14 +454,14 @@ void run_agent(const BanditArgs& a, int ag) {
         sample_weights(P, mu, rho, eps.data(), w.data(), sd.data(), dsd.data());
         forward(L, w.data(), act, na, B, s);
         loss += backward(L, w.data(), act, na, B, y.data(), a.inv_noise_var, s, g.data());
-        bbb_gradients(a, P, w.data(), eps.data(), sd.data(), dsd.data(), scale, g.data(),
-                      grho.data());
-        apply(a, P, mu, g.data(), m_mu, v_mu, step);
-        apply(a, P, rho, grho.data(), m_rho, v_rho, step);
+        bbb_gradients(a, P, w.data(), eps.data(), sd.data(), dsd.data(),
+                      complexity_scale(a, t, n, u), g.data(), grho.data());
+        apply(a, a.lr[ag], P, mu, g.data(), m_mu, v_mu, step);
+        apply(a, a.lr[ag] * a.rho_lr_mult, P, rho, grho.data(), m_rho, v_rho, step);
       } else {
         forward(L, mu, act, na, B, s);
         loss += backward(L, mu, act, na, B, y.data(), a.inv_noise_var, s, g.data());
-        apply(a, P, mu, g.data(), m_mu, v_mu, step);
+        apply(a, a.lr[ag], P, mu, g.data(), m_mu, v_mu, step);
       }
     }
     a.loss_out[at] = a.updates > 0 ? loss / a.updates : 0.f;

@@ -14,6 +14,7 @@ from ..core.loss import GaussianNLLLoss
 from ..core.posterior import Posterior
 from ..core.step import BBBStep
 from .config import BanditConfig
+from .engine import complexity_scale
 from .environment import EAT, PASS, ReplayBuffer
 
 __all__ = ["ThompsonAgent", "GreedyAgent", "run_agent", "build_reward_net"]
@@ -47,19 +48,20 @@ class _GluonAgent:
     def observe(self, row, action, reward):
         """Store the interaction, then make ``config.updates`` minibatch updates."""
         self.buffer.add(row, action, reward)
-        for _ in range(self.config.updates):
+        for u in range(self.config.updates):
             rows, actions, rewards = self.buffer.sample(self.config.batch, self.rng)
             X = mx.nd.array(self.env.one_hot(rows, actions), ctx=self.ctx)
             y = mx.nd.array(rewards[:, None], ctx=self.ctx)
-            self._update(X, y)
+            self._update(X, y, u)
 
 
 class ThompsonAgent(_GluonAgent):
     """Bayes by Backprop with Thompson sampling, in Gluon: a :class:`~bbb_gluon.Posterior`
     over the reward network, one :class:`~bbb_gluon.BBBStep` per update with a
-    :class:`~bbb_gluon.loss.GaussianNLLLoss` and the complexity cost spread over the
-    interactions seen (or the items in the buffer: ``config.complexity_over``), and
-    decisions from sampled weights."""
+    :class:`~bbb_gluon.loss.GaussianNLLLoss` and the complexity cost weighted as the
+    stacked engine weights it (``config.complexity_over``, see
+    :func:`~bbb_gluon.bandit.engine.complexity_scale`), ρ learning at ``config.lr *
+    config.rho_lr_mult``, and decisions from sampled weights."""
 
     def __init__(self, env, config=None, seed=0, ctx=None, engine="auto"):
         config = config or BanditConfig()
@@ -67,6 +69,8 @@ class ThompsonAgent(_GluonAgent):
         self.prior = config.make_prior()
         self.posterior = Posterior(self.net, mu_init="normal", mu_scale=config.mu_init or 1e-3,
                                    rho_init=config.rho_init, seed=seed)
+        for p in self.posterior.rho_parameters:
+            p.lr_mult = config.rho_lr_mult
         trainer = gluon.Trainer(self.posterior.params, config.optimizer,
                                 {"learning_rate": config.lr})
         self.step = BBBStep(self.net, self.posterior, self.prior,
@@ -88,11 +92,11 @@ class ThompsonAgent(_GluonAgent):
         v = total.asnumpy().ravel()
         return EAT if v[1] > v[0] else PASS
 
-    def _update(self, X, y):
-        # the complexity cost over N (interactions seen, or items in the buffer):
-        # pi = B / N on the minibatch's mean cost
-        n = self.buffer.count if self.config.complexity_over == "seen" else len(self.buffer)
-        self.step.loss.weighting = X.shape[0] / n
+    def _update(self, X, y, u):
+        # the loss's weighting multiplies the complexity cost against the minibatch's summed
+        # NLL, complexity_scale's against its mean
+        scale = complexity_scale(self.config, self.buffer.count - 1, u, len(self.buffer))
+        self.step.loss.weighting = X.shape[0] * scale
         self.step(X, y)
 
 
@@ -114,7 +118,7 @@ class GreedyAgent(_GluonAgent):
         v = self.net(self._both_actions(row)).asnumpy().ravel()
         return EAT if v[1] > v[0] else PASS
 
-    def _update(self, X, y):
+    def _update(self, X, y, u):
         with autograd.record():
             loss = self.loss(self.net(X), y)
         loss.backward()

@@ -19,11 +19,14 @@ _FLOAT32_SQRT_MAX = 1.8e19  # about sqrt(float32's largest): a square still fits
 # ---------------------------------------------------------------- configuration
 @dataclass(frozen=True)
 class AgentSpec:
-    """One agent: ``kind`` "thompson" (Bayes by Backprop) or "greedy" (ε-greedy)."""
+    """One agent: ``kind`` "thompson" (Bayes by Backprop) or "greedy" (ε-greedy), and its
+    own learning rate ``lr`` (None: the configuration's), so that each agent can be run at
+    its best setting."""
 
     name: str
     kind: str
     epsilon: float = 0.0
+    lr: float | None = None
 
     def __post_init__(self):
         if self.kind not in ("thompson", "greedy"):
@@ -32,6 +35,8 @@ class AgentSpec:
             raise ValueError(f"epsilon must lie in [0, 1], got {self.epsilon!r}")
         if self.kind == "thompson" and self.epsilon:
             raise ValueError("a Thompson agent explores by sampling, not by epsilon")
+        if self.lr is not None:
+            check_positive(self.lr, "an agent's lr")
 
 
 PAPER_AGENTS = (
@@ -52,9 +57,11 @@ class BanditConfig:
     average ``act_samples`` weight samples. The rest is ours (docs/RESULTS.md says how it
     was chosen): the optimiser and learning rate, the prior, the initialisation
     (μ ~ N(0, ``mu_init``²) for every agent of a seed, ρ = ``rho_init``) and the
-    likelihood's noise ``noise_sigma`` (rewards are used as they are, −35 … 5), and what
-    the complexity cost is divided by (``complexity_over``: "seen", the interactions so
-    far, or "buffer", the items in the buffer).
+    likelihood's noise ``noise_sigma`` (rewards are used as they are, −35 … 5), how the
+    complexity cost is weighted (``complexity_over``: spread over "seen", the interactions
+    so far, or "buffer", the items in the buffer; or "blundell", the paper's eq. 9 across a
+    step's updates, see :func:`~bbb_gluon.bandit.engine.complexity_scale`), and
+    ``rho_lr_mult``, the learning rate of ρ as a multiple of ``lr`` (Bayesian agents).
     """
 
     steps: int = 50000
@@ -76,6 +83,7 @@ class BanditConfig:
     mu_init: float = 0.1
     rho_init: float = -5.0
     complexity_over: str = "seen"
+    rho_lr_mult: float = 1.0
 
     def __post_init__(self):
         for name in ("steps", "hidden", "capacity", "updates", "batch", "act_samples"):
@@ -91,17 +99,23 @@ class BanditConfig:
         object.__setattr__(self, "agents", agents)
         if self.optimizer not in ("adam", "sgd"):
             raise ValueError(f"optimizer must be 'adam' or 'sgd', got {self.optimizer!r}")
-        if self.complexity_over not in ("seen", "buffer"):
-            raise ValueError(f"complexity_over must be 'seen' or 'buffer', got "
+        if self.complexity_over not in ("seen", "buffer", "blundell"):
+            raise ValueError(f"complexity_over must be 'seen', 'buffer' or 'blundell', got "
                              f"{self.complexity_over!r}")
         if self.prior not in ("mixture", "gaussian"):
             raise ValueError(f"prior must be 'mixture' or 'gaussian', got {self.prior!r}")
-        for name in ("lr", "prior_sigma1", "prior_sigma2", "prior_sigma", "noise_sigma"):
+        for name in ("lr", "rho_lr_mult", "prior_sigma1", "prior_sigma2", "prior_sigma",
+                     "noise_sigma"):
             check_positive(getattr(self, name), name)
             # The kernels compute in float32 (and square the noise).
             if getattr(self, name) > _FLOAT32_SQRT_MAX:
                 raise ValueError(f"{name} must be at most {_FLOAT32_SQRT_MAX:.3g}, got "
                                  f"{getattr(self, name)!r}")
+        for spec in (None, *agents):
+            lr = self.lr if spec is None else self.agent_lr(spec)
+            if lr > _FLOAT32_SQRT_MAX or lr * self.rho_lr_mult > _FLOAT32_SQRT_MAX:
+                raise ValueError(f"learning rates (times rho_lr_mult) must be at most "
+                                 f"{_FLOAT32_SQRT_MAX:.3g}, got {lr!r}")
         if isinstance(self.mu_init, bool) or not isinstance(self.mu_init, (int, float)) \
                 or not (math.isfinite(self.mu_init) and self.mu_init >= 0) \
                 or self.mu_init > _FLOAT32_SQRT_MAX:
@@ -113,6 +127,10 @@ class BanditConfig:
         if not (math.isfinite(self.rho_init) and abs(self.rho_init) <= 80):
             raise ValueError(f"rho_init must be a finite number in [-80, 80] (sigma = "
                              f"log(1 + exp(rho))), got {self.rho_init!r}")
+
+    def agent_lr(self, spec):
+        """The learning rate of agent ``spec``: its own, or the configuration's."""
+        return self.lr if spec.lr is None else spec.lr
 
     def make_prior(self):
         if self.prior == "mixture":
@@ -128,6 +146,7 @@ class BanditConfig:
     @classmethod
     def from_json(cls, d):
         d = dict(d)
+        d.setdefault("rho_lr_mult", 1.0)  # runs written before it existed
         d["seeds"] = tuple(d["seeds"])
         d["agents"] = tuple(AgentSpec(**a) for a in d["agents"])
         return cls(**d)

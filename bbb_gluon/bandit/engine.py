@@ -17,7 +17,7 @@ from ..core.priors import ScaleMixturePrior
 from .config import BanditConfig
 from .environment import MushroomBandit, _below, _key, _mix64, _stream, _unit
 
-__all__ = ["StackedAgents", "BanditCheckpointError"]
+__all__ = ["StackedAgents", "BanditCheckpointError", "complexity_scale"]
 
 
 class BanditCheckpointError(ValueError):
@@ -37,11 +37,11 @@ class _Args(ctypes.Structure):
             "optimizer", "prior_kind", "chunk", "complexity_over")]
         + [("t0", ctypes.c_int64)]
         + [(n, ctypes.c_float) for n in (
-            "lr", "beta1", "beta2", "adam_eps", "inv_noise_var", "pi", "sigma1", "sigma2",
-            "sigma")]
+            "rho_lr_mult", "beta1", "beta2", "adam_eps", "inv_noise_var", "pi", "sigma1",
+            "sigma2", "sigma")]
         + [(n, ctypes.c_void_p) for n in (
             "features", "edible", "rows", "unlucky", "explore_u", "explore_a", "epsilon",
-            "bayes", "key", "mu", "rho", "m_mu", "v_mu", "m_rho", "v_rho", "buf_row",
+            "bayes", "lr", "key", "mu", "rho", "m_mu", "v_mu", "m_rho", "v_rho", "buf_row",
             "buf_action", "buf_reward", "actions_out", "rewards_out", "loss_out")])
 
 
@@ -70,6 +70,23 @@ def kernels():
         if _lib["handle"] is None:
             raise RuntimeError(f"the bandit kernels are unavailable: {_lib['reason']}")
         return _lib["handle"]
+
+
+_COMPLEXITY_OVER = {"buffer": 0, "seen": 1, "blundell": 2}  # bandit.cc's codes
+
+
+def complexity_scale(config, t, u, n):
+    """The weight of the complexity cost (per item of the minibatch's mean NLL) in update
+    ``u`` after step ``t`` (both 0-based) with ``n`` items stored, as the kernel computes it.
+
+    "seen" and "buffer" spread the cost evenly: ``1 / (t + 1)`` or ``1 / n``. "blundell" is
+    the paper's eq. 9 over a step's ``U = config.updates`` updates: update ``u`` carries
+    ``beta_u = 2^(U-1-u) / (2^U - 1)`` of one whole cost (the shares sum to 1), divided by
+    the batch since the NLL is a mean over it.
+    """
+    if config.complexity_over == "blundell":
+        return 2.0 ** -(u + 1) / (1.0 - 2.0 ** -config.updates) / config.batch
+    return 1.0 / (t + 1 if config.complexity_over == "seen" else n)
 
 
 def _ptr(a):
@@ -136,6 +153,7 @@ class StackedAgents:
         self.t = 0
         self.epsilon = np.array([spec.epsilon for _, spec in self.specs], np.float32)
         self.bayes = np.array([spec.kind == "thompson" for _, spec in self.specs], np.uint8)
+        self.lr = np.array([c.agent_lr(spec) for _, spec in self.specs], np.float32)
         self.key = np.array([_key(seed, 3, i % len(c.agents)) for i, (seed, _) in
                              enumerate(self.specs)], np.uint64)
 
@@ -154,15 +172,16 @@ class StackedAgents:
         a.optimizer = 1 if c.optimizer == "adam" else 0
         a.prior_kind = 1 if isinstance(prior, ScaleMixturePrior) else 2
         a.chunk, a.t0 = chunk, t0
-        a.complexity_over = 1 if c.complexity_over == "seen" else 0
-        a.lr, a.beta1, a.beta2, a.adam_eps = c.lr, 0.9, 0.999, 1e-8
+        a.complexity_over = _COMPLEXITY_OVER[c.complexity_over]
+        a.rho_lr_mult = c.rho_lr_mult
+        a.beta1, a.beta2, a.adam_eps = 0.9, 0.999, 1e-8
         a.inv_noise_var = 1.0 / c.noise_sigma**2
         a.pi, a.sigma1, a.sigma2, a.sigma = c.prior_pi, c.prior_sigma1, c.prior_sigma2, \
             c.prior_sigma
         self._keep = [self.env.features, self.env.edible, rows, unlucky, explore_u,
-                      explore_a, self.epsilon, self.bayes, self.key, *out]
+                      explore_a, self.epsilon, self.bayes, self.lr, self.key, *out]
         for name, arr in zip(("features", "edible", "rows", "unlucky", "explore_u",
-                              "explore_a", "epsilon", "bayes", "key"), self._keep[:9],
+                              "explore_a", "epsilon", "bayes", "lr", "key"), self._keep[:10],
                              strict=True):
             setattr(a, name, _ptr(arr))
         for name in self.STATE:

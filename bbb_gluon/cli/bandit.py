@@ -1,9 +1,27 @@
 """``bbb-gluon bandit``: the Mushroom contextual bandit, every agent and seed.
 """
 
+import dataclasses
 import sys
 
 from .common import EXIT_DIVERGED, UsageError, _checked, _sigma, _stop_listening
+
+
+def _agents(agents, names, greedy_lr):
+    """The paper's agents named in ``names`` (comma-separated; None: all), the ε-greedy
+    ones at ``greedy_lr`` if given."""
+    if names is not None:
+        wanted = [n.strip() for n in names.split(",")]
+        known = {a.name for a in agents}
+        unknown = [n for n in wanted if n not in known]
+        if unknown or not wanted:
+            raise UsageError(f"--agents takes names from {', '.join(sorted(known))}; got "
+                             f"{names!r}")
+        agents = tuple(a for a in agents if a.name in wanted)
+    if greedy_lr is not None:
+        agents = tuple(dataclasses.replace(a, lr=greedy_lr) if a.kind == "greedy" else a
+                       for a in agents)
+    return agents
 
 
 def cmd_bandit(args):
@@ -27,7 +45,8 @@ def cmd_bandit(args):
             prior_sigma1=_sigma(args.log_sigma1, "--log-sigma1"),
             prior_sigma2=_sigma(args.log_sigma2, "--log-sigma2"), prior_sigma=args.prior_sigma,
             noise_sigma=args.noise_sigma, mu_init=args.mu_init, rho_init=args.rho_init,
-            complexity_over=args.complexity_over)
+            complexity_over=args.complexity_over, rho_lr_mult=args.rho_lr_mult,
+            agents=_checked(_agents, bandit.PAPER_AGENTS, args.agents, args.greedy_lr))
     if args.threads is not None and args.threads < 1:
         raise UsageError(f"--threads must be >= 1, got {args.threads}")
     env = bandit.MushroomBandit(_checked(load_mushroom, args.data_dir))

@@ -325,9 +325,16 @@ def build_parser():
     g.add_argument("--hidden", type=int, default=d.hidden, help="units per layer (100)")
     g.add_argument("--act-samples", type=int, default=d.act_samples,
                    help="weight samples averaged per Thompson decision (2)")
+    g.add_argument("--agents", default=None, metavar="NAMES",
+                   help="run only these agents, comma-separated (default: all four: "
+                        "bayes-by-backprop, greedy, 1%%-greedy, 5%%-greedy)")
     g = p.add_argument_group("choices the paper leaves open (defaults: docs/RESULTS.md)")
     g.add_argument("--optimizer", choices=("adam", "sgd"), default=d.optimizer)
-    g.add_argument("--lr", type=float, default=d.lr)
+    g.add_argument("--lr", type=float, default=d.lr, help="every agent's learning rate")
+    g.add_argument("--greedy-lr", type=float, default=None,
+                   help="the epsilon-greedy agents' learning rate (default: --lr)")
+    g.add_argument("--rho-lr-mult", type=float, default=d.rho_lr_mult,
+                   help="rho's learning rate as a multiple of the agent's (1)")
     g.add_argument("--prior", choices=("mixture", "gaussian"), default=d.prior)
     g.add_argument("--pi", type=float, default=d.prior_pi, help="scale-mixture weight")
     g.add_argument("--log-sigma1", type=float, default=round(math.log(d.prior_sigma1), 6))
@@ -338,9 +345,11 @@ def build_parser():
                    help="the Gaussian likelihood's noise (rewards as they are)")
     g.add_argument("--mu-init", type=float, default=d.mu_init, help="mu ~ N(0, MU_INIT^2)")
     g.add_argument("--rho-init", type=float, default=d.rho_init)
-    g.add_argument("--complexity-over", choices=("seen", "buffer"), default=d.complexity_over,
+    g.add_argument("--complexity-over", choices=("seen", "buffer", "blundell"),
+                   default=d.complexity_over,
                    help="divide the complexity cost by the interactions seen so far, or by "
-                        "the items in the buffer")
+                        "the items in the buffer, or weight it across a step's updates as "
+                        "the paper's eq. 9 (blundell)")
     p.set_defaults(func=cmd_bandit)
     p = sub.add_parser("launch", help="train on several processes or machines (MXNet's "
                                       "parameter server, dist_sync)",
