@@ -96,6 +96,13 @@ def _add_train_args(p):
     p.add_argument("--recipe", choices=sorted(RECIPES), default=None,
                    help="a named set of options; options given beside it win. paper: "
                         + _recipe_help("paper"))
+    _add_data_args(p)
+    _add_model_args(p)
+    _add_optimisation_args(p)
+    _add_output_args(p)
+
+
+def _add_data_args(p):
     g = p.add_argument_group("data")
     g.add_argument("--dataset", default="mnist", help="mnist or fashion-mnist (default mnist)")
     g.add_argument("--data-dir", default=None,
@@ -108,6 +115,9 @@ def _add_train_args(p):
                         "0: train on all 60,000 and report the end-of-training network)")
     g.add_argument("--subset", type=int, default=None,
                    help="use at most this many images of each split (quick runs)")
+
+
+def _add_model_args(p):
     g = p.add_argument_group("model")
     g.add_argument("--model", default="bbb", help="bbb, plain or dropout (default bbb)")
     g.add_argument("--hidden", type=_hidden, default=[400, 400],
@@ -134,6 +144,9 @@ def _add_train_args(p):
     g.add_argument("--rho-init", type=_rho_init, default=-3.0,
                    help="initial rho: a constant (default -3: sigma 0.049) or a range "
                         "LOW,HIGH drawn uniformly (write --rho-init=-3.5,-3)")
+
+
+def _add_optimisation_args(p):
     g = p.add_argument_group("optimisation")
     g.add_argument("--epochs", type=int, default=None,
                    help="epochs in all (default 10; with --resume: the stored count)")
@@ -160,6 +173,9 @@ def _add_train_args(p):
                    help="how a bbb step is computed: the compiled CPU kernels (fused), "
                         "MXNet operators with autograd (reference), or fused where it "
                         "builds (auto, default)")
+
+
+def _add_output_args(p):
     g = p.add_argument_group("evaluation and output")
     g.add_argument("--eval-samples", type=int, default=10,
                    help="weight samples of the per-epoch Monte-Carlo validation error")
@@ -205,20 +221,17 @@ def bandit_defaults():
     return BanditConfig()
 
 
-def build_parser():
-    parser = _Parser(
-        prog="bbb-gluon", description="Bayes by Backprop (Blundell et al. 2015) on MXNet Gluon.")
-    from .. import __version__
-
-    parser.add_argument("--version", action="version", version=f"bbb_gluon {__version__}")
-    sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
+def _add_train(sub):
     p = sub.add_parser("train", help="train bbb / plain / dropout MLPs on (Fashion-)MNIST",
                        description="Train on (Fashion-)MNIST; writes config.json, metrics.json, "
                                    "history.csv/json, learning_curve.png and checkpoints/ "
                                    "into the run folder.")
     _add_train_args(p)
     p.set_defaults(func=cmd_train)
-    parser.train_parser = p  # main() sets a --recipe's values as its defaults
+    return p
+
+
+def _add_evaluate(sub):
     p = sub.add_parser("evaluate", help="test error, calibration and OOD detection of a run",
                        description="Evaluate a run folder's best (or, with --checkpoint latest, "
                                    "its end-of-training) checkpoint on its test split "
@@ -243,6 +256,9 @@ def build_parser():
     _add_run_options(p, "overwrite an existing evaluation.json and plots (with --checkpoint "
                         "latest: their _latest versions)")
     p.set_defaults(func=cmd_evaluate)
+
+
+def _add_prune(sub):
     p = sub.add_parser("prune", help="signal-to-noise pruning of a bbb run (paper's Table 2)",
                        description="Set the lowest fraction of the weights of a bbb run's best "
                                    "(or, with --checkpoint latest, its end-of-training) "
@@ -261,6 +277,9 @@ def build_parser():
     _add_run_options(p, "overwrite an existing pruning.csv, sparse export, statistics and "
                         "plots (with --checkpoint latest: their _latest versions)")
     p.set_defaults(func=cmd_prune)
+
+
+def _add_compare(sub):
     p = sub.add_parser("compare", help="one line per run folder: settings, best validation "
                                        "error, test errors",
                        description="Summarise run folders (finished, still training, or the "
@@ -282,6 +301,9 @@ def build_parser():
     p.add_argument("--force", action="store_true",
                    help="overwrite an existing --csv or --plot file")
     p.set_defaults(func=cmd_compare)
+
+
+def _add_weights(sub):
     p = sub.add_parser("weights", help="density of the weights of several runs (paper's Fig. 3)",
                        description="Plot the density of every Dense weight (biases left out) "
                                    "of each run's best checkpoint on one axis: one draw from "
@@ -298,6 +320,9 @@ def build_parser():
     p.add_argument("--ctx", default="cpu", help="one device: cpu or gpu:0 (default cpu)")
     p.add_argument("--force", action="store_true", help="overwrite an existing --out file")
     p.set_defaults(func=cmd_weights)
+
+
+def _add_bandit(sub):
     p = sub.add_parser("bandit", help="Thompson sampling on the Mushroom bandit (paper's §5.3)",
                        description="Bayes by Backprop with Thompson sampling against greedy, "
                                    "1%- and 5%-greedy agents on the UCI Mushroom bandit, every "
@@ -351,6 +376,9 @@ def build_parser():
                         "the items in the buffer, or weight it across a step's updates as "
                         "the paper's eq. 9 (blundell)")
     p.set_defaults(func=cmd_bandit)
+
+
+def _add_launch(sub):
     p = sub.add_parser("launch", help="train on several processes or machines (MXNet's "
                                       "parameter server, dist_sync)",
                        description="Start MXNet's scheduler, SERVERS servers and WORKERS "
@@ -381,6 +409,9 @@ def build_parser():
     p.add_argument("command", nargs=argparse.REMAINDER,
                    help="-- then the workers' command: train ... or a program of yours")
     p.set_defaults(func=cmd_launch)
+
+
+def _add_demo(sub):
     p = sub.add_parser("demo", help="offline demo: two half-moons, about a minute",
                        description="Bayes by Backprop on two interleaved half-moons generated "
                                    "in code (1,000 points, noise 0.2, half held out; 2 hidden "
@@ -396,4 +427,21 @@ def build_parser():
     p.add_argument("--no-progress", action="store_true",
                    help="no progress bars (the default; kept for symmetry with train)")
     p.set_defaults(func=cmd_demo)
+
+
+def build_parser():
+    parser = _Parser(
+        prog="bbb-gluon", description="Bayes by Backprop (Blundell et al. 2015) on MXNet Gluon.")
+    from .. import __version__
+
+    parser.add_argument("--version", action="version", version=f"bbb_gluon {__version__}")
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
+    parser.train_parser = _add_train(sub)  # main() sets a --recipe's values as its defaults
+    _add_evaluate(sub)
+    _add_prune(sub)
+    _add_compare(sub)
+    _add_weights(sub)
+    _add_bandit(sub)
+    _add_launch(sub)
+    _add_demo(sub)
     return parser
