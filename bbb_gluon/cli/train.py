@@ -37,9 +37,45 @@ def _config_from_args(args):
         rho_lr_mult=args.rho_lr_mult)
 
 
+def _resumed_settings(args):
+    """The stored run's (config, data settings, test samples); --epochs may extend it."""
+    from ..training import TrainConfig
+
+    stored = _read_run_config(args.out)
+    config = _checked(TrainConfig.from_dict, stored["train"])
+    if args.epochs is not None:
+        config.epochs = args.epochs
+        _checked(config.validate)
+    data_args = stored["data"]
+    # Runs written before the count was stored were evaluated with the default, 10.
+    evaluation = stored.get("evaluation", {})
+    stored_samples = evaluation.get("test_samples", 10) if isinstance(evaluation, dict) \
+        else None
+    if isinstance(stored_samples, bool) or not isinstance(stored_samples, int) \
+            or stored_samples < 0:
+        raise UsageError(f"{args.out}/config.json: evaluation.test_samples must be a "
+                         f"count >= 0, got {stored_samples!r}")
+    test_samples = stored_samples if args.test_samples is None else args.test_samples
+    return config, data_args, test_samples
+
+
+def _new_settings(args):
+    """(config, data settings, test samples) from the command line."""
+    from .. import data
+
+    config = _checked(_config_from_args, args)
+    data_args = {"dataset": args.dataset, "transform": args.transform,
+                 "num_valid": args.num_valid, "subset": args.subset,
+                 "data_dir": args.data_dir, "monitor_test": args.monitor_test}
+    test_samples = 10 if args.test_samples is None else args.test_samples
+    if data_args["dataset"] not in data.DATASETS:
+        raise UsageError(f"unknown dataset {args.dataset!r}; choose one of {data.DATASETS}")
+    return config, data_args, test_samples
+
+
 def cmd_train(args):
     from .. import data
-    from ..training import TrainConfig, TrainingDiverged, TrainingInterrupted, fit
+    from ..training import TrainingDiverged, TrainingInterrupted, fit
     from ..training.report import write_report
 
     if args.test_samples is not None and args.test_samples < 0:
@@ -49,29 +85,9 @@ def cmd_train(args):
             raise UsageError("--resume needs --out RUN_DIR")
         if args.recipe:
             raise UsageError("--recipe with --resume: a resumed run keeps its stored settings")
-        stored = _read_run_config(args.out)
-        config = _checked(TrainConfig.from_dict, stored["train"])
-        if args.epochs is not None:
-            config.epochs = args.epochs
-            _checked(config.validate)
-        data_args = stored["data"]
-        # Runs written before the count was stored were evaluated with the default, 10.
-        evaluation = stored.get("evaluation", {})
-        stored_samples = evaluation.get("test_samples", 10) if isinstance(evaluation, dict) \
-            else None
-        if isinstance(stored_samples, bool) or not isinstance(stored_samples, int) \
-                or stored_samples < 0:
-            raise UsageError(f"{args.out}/config.json: evaluation.test_samples must be a "
-                             f"count >= 0, got {stored_samples!r}")
-        test_samples = stored_samples if args.test_samples is None else args.test_samples
+        config, data_args, test_samples = _resumed_settings(args)
     else:
-        config = _checked(_config_from_args, args)
-        data_args = {"dataset": args.dataset, "transform": args.transform,
-                     "num_valid": args.num_valid, "subset": args.subset,
-                     "data_dir": args.data_dir, "monitor_test": args.monitor_test}
-        test_samples = 10 if args.test_samples is None else args.test_samples
-        if data_args["dataset"] not in data.DATASETS:
-            raise UsageError(f"unknown dataset {args.dataset!r}; choose one of {data.DATASETS}")
+        config, data_args, test_samples = _new_settings(args)
     out = args.out or os.path.join("runs", f"{data_args['dataset']}-{config.model}-"
                                    f"{'x'.join(map(str, config.hidden))}-s{config.seed}")
     # A config.json alone is a run that stopped (diverged) before its first checkpoint:
@@ -116,6 +132,11 @@ def cmd_train(args):
         return 0
     metrics = write_report(result, splits.test, test_samples, ctx=ctxs[0], name=splits.name,
                            wall_seconds=wall)
+    _print_report(metrics, test_samples, out)
+    return 0
+
+
+def _print_report(metrics, test_samples, out):
     end, has_valid = metrics["end_of_training"], "best_valid_error" in metrics
     line = f"test error {100 * metrics['test_error_means']:.2f}% with the means"
     if "test_error_mc" in metrics:
@@ -129,7 +150,6 @@ def cmd_train(args):
         print(line)
     print(f"wrote {out}/config.json, metrics.json, history.csv, history.json, "
           f"learning_curve.png, checkpoints/")
-    return 0
 
 
 def _worker_group(kvstore):
