@@ -165,6 +165,35 @@ def _read_checkpoint(path):
     return d
 
 
+def _configuration_and_state(out, config, resume, force):
+    """The run's configuration and, when resuming, its checkpoint's arrays (None if it
+    has none yet); refuses a folder that holds another run."""
+    state = None
+    if out is not None:
+        cfg_file, ckpt = out / "config.json", out / "checkpoint.npz"
+        if resume:
+            if not cfg_file.is_file():
+                raise FileNotFoundError(f"nothing to resume: {cfg_file} does not exist")
+            try:
+                saved = BanditConfig.from_json(json.loads(cfg_file.read_text())["config"])
+            except (ValueError, KeyError, TypeError) as e:  # JSONDecodeError is a ValueError
+                raise BanditCheckpointError(f"{cfg_file} is not a bandit run's configuration "
+                                            f"({type(e).__name__}: {e}); left as it is") from None
+            if config is not None and config != saved:
+                diff = [k for k in saved.to_json() if saved.to_json()[k] != config.to_json()[k]]
+                raise ValueError(f"{out} holds a run with a different configuration "
+                                 f"({', '.join(diff)} differ); resume it as it is, or start "
+                                 "a new folder")
+            config = saved
+            if ckpt.is_file():
+                state = _read_checkpoint(ckpt)
+        elif not force and out.exists() and any(
+                (out / f).exists() for f in ("config.json", "checkpoint.npz", "metrics.json")):
+            raise FileExistsError(f"{out} already holds a bandit run: resume it (--resume), "
+                                  "choose another folder, or pass --force to replace it")
+    return config, state
+
+
 def run_bandit(config: BanditConfig, env: MushroomBandit, out=None, resume=False,
                force=False, progress=True, chunk=100, checkpoint_every=1000, threads=None,
                plot=True):
@@ -194,29 +223,7 @@ def run_bandit(config: BanditConfig, env: MushroomBandit, out=None, resume=False
     check_int(chunk, "chunk", 1)
     check_int(checkpoint_every, "checkpoint_every", 1)
     out = None if out is None else Path(out)
-    state = None
-    if out is not None:
-        cfg_file, ckpt = out / "config.json", out / "checkpoint.npz"
-        if resume:
-            if not cfg_file.is_file():
-                raise FileNotFoundError(f"nothing to resume: {cfg_file} does not exist")
-            try:
-                saved = BanditConfig.from_json(json.loads(cfg_file.read_text())["config"])
-            except (ValueError, KeyError, TypeError) as e:  # JSONDecodeError is a ValueError
-                raise BanditCheckpointError(f"{cfg_file} is not a bandit run's configuration "
-                                            f"({type(e).__name__}: {e}); left as it is") from None
-            if config is not None and config != saved:
-                diff = [k for k in saved.to_json() if saved.to_json()[k] != config.to_json()[k]]
-                raise ValueError(f"{out} holds a run with a different configuration "
-                                 f"({', '.join(diff)} differ); resume it as it is, or start "
-                                 "a new folder")
-            config = saved
-            if ckpt.is_file():
-                state = _read_checkpoint(ckpt)
-        elif not force and out.exists() and any(
-                (out / f).exists() for f in ("config.json", "checkpoint.npz", "metrics.json")):
-            raise FileExistsError(f"{out} already holds a bandit run: resume it (--resume), "
-                                  "choose another folder, or pass --force to replace it")
+    config, state = _configuration_and_state(out, config, resume, force)
     if config is None:
         raise ValueError("config is required unless resuming")
     stacked = StackedAgents(config, env)
