@@ -5,11 +5,11 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 SHARED ?= ../shared
 # Which MXNet 1.9.1 build `make setup` installs: cpu, or a CUDA one (cu110 ... cu117; see
-# README, "GPUs"). Change it with a fresh .venv: `make clean setup MXNET_BUILD=cu112`.
+# docs/development.md, "GPUs"). Change it with a fresh .venv: `make clean setup MXNET_BUILD=cu112`.
 MXNET_BUILD ?= cpu
 FASHION ?= /usr/share/datasets/fashion-mnist
 # Offline datasets: a folder with mnist/, fashion-mnist/ and mushroom/, assembled from symlinks
-# (see README). An exported BBB_GLUON_DATA wins.
+# (see docs/data.md). An exported BBB_GLUON_DATA wins.
 export BBB_GLUON_DATA ?= $(CURDIR)/.data
 
 .PHONY: setup data demo test unit notebooks lint bench clean

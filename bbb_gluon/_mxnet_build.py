@@ -11,7 +11,8 @@ import sys
 
 _BUILD = re.compile(r"mxnet(-(cu\d+(mkl)?|mkl|native))?")
 INSTALL_HINT = ("install one build: pip install -e '.[cpu]' (CPU), or '.[cu112]' etc. for "
-                "CUDA 11.0-11.7 on GPUs of compute capability 5.0-8.6 (README, \"GPUs\")")
+                "CUDA 11.0-11.7 on GPUs of compute capability 5.0-8.6 (docs/development.md, "
+                "\"GPUs\")")
 
 
 def installed_builds():

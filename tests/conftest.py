@@ -33,7 +33,7 @@ def data_root():
     """The offline dataset folder; skip (or fail in CI) when it is missing."""
     root = _data_root()
     if root is None or not (root / "mnist").is_dir():
-        msg = "real MNIST files not found: set BBB_GLUON_DATA (see README)"
+        msg = "real MNIST files not found: set BBB_GLUON_DATA (see docs/data.md)"
         if os.environ.get("BBB_GLUON_REQUIRE_DATA"):
             pytest.fail(msg)
         pytest.skip(msg)
@@ -43,7 +43,7 @@ def data_root():
 @pytest.fixture(scope="session")
 def fashion_root(data_root):
     if not (data_root / "fashion-mnist").is_dir():
-        msg = "Fashion-MNIST not found: apt-get install -y dataset-fashion-mnist (see README)"
+        msg = "Fashion-MNIST not found: apt-get install -y dataset-fashion-mnist (see docs/data.md)"
         if os.environ.get("BBB_GLUON_REQUIRE_DATA"):
             pytest.fail(msg)
         pytest.skip(msg)
@@ -55,7 +55,7 @@ def mushroom_root():
     """The data folder holding mushroom/; skip (or fail in CI) when it is missing."""
     root = _data_root()
     if root is None or not (root / "mushroom" / "agaricus-lepiota.data").is_file():
-        msg = "UCI Mushroom not found: link ../shared/data/mushroom (make data; see README)"
+        msg = "UCI Mushroom not found: link ../shared/data/mushroom (make data; see docs/data.md)"
         if os.environ.get("BBB_GLUON_REQUIRE_DATA"):
             pytest.fail(msg)
         pytest.skip(msg)

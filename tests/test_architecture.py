@@ -141,7 +141,7 @@ def test_no_forbidden_import_arrow():
     ("fused", "_kernels.fused"), ("threads", "_kernels.threads"),
 ])
 def test_the_flat_import_paths_name_the_same_modules(old, new):
-    # Notebooks, README and committed results import the flat paths of earlier versions.
+    # Notebooks, benchmarks and docs import the flat paths of earlier versions.
     import importlib
 
     flat = importlib.import_module(f"bbb_gluon.{old}")
