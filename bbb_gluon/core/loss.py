@@ -140,16 +140,20 @@ class GaussianNLLLoss(Loss):
         return float(ops.softplus(rho).asscalar())
 
     def hybrid_forward(self, F, pred, label, noise_rho=None):
-        if noise_rho is None:
-            s = self.noise_sigma
-            nll = F.sum(F.square(pred - label), axis=-1) * (0.5 / s**2) + \
-                pred.shape[-1] * (math.log(s) + HALF_LOG_2PI)
-        else:
-            s = ops.softplus(noise_rho, F)
-            sq = F.broadcast_div(F.square(pred - label), 2 * F.square(s))
-            nll = F.broadcast_add(F.sum(sq, axis=-1),
-                                  (F.log(s) + HALF_LOG_2PI) * pred.shape[-1])
+        nll = _gaussian_nll(F, pred, label, self.noise_sigma, noise_rho)
         return _apply_weighting(F, nll, self._weight, None)
+
+
+def _gaussian_nll(F, pred, label, noise_sigma, noise_rho):
+    """Per example, :math:`\\sum_d [(y_d - f_d)^2 / (2s^2) + \\log s + \\tfrac12 \\log 2\\pi]`
+    over the last axis: with the fixed ``noise_sigma``, or ``s = softplus(noise_rho)``."""
+    if noise_rho is None:
+        s = noise_sigma
+        return F.sum(F.square(pred - label), axis=-1) * (0.5 / s**2) + \
+            pred.shape[-1] * (math.log(s) + HALF_LOG_2PI)
+    s = ops.softplus(noise_rho, F)
+    sq = F.broadcast_div(F.square(pred - label), 2 * F.square(s))
+    return F.broadcast_add(F.sum(sq, axis=-1), (F.log(s) + HALF_LOG_2PI) * pred.shape[-1])
 
 
 class BBBLoss(Loss):
@@ -326,16 +330,7 @@ class BBBLoss(Loss):
             # log(1 + e^x) - x y without overflow: relu(x) + log1p(e^-|x|) - x y
             nll = F.relu(logit) + F.log1p(F.exp(-F.abs(logit))) - logit * y
         else:
-            if noise_rho is None:
-                sigma_n = self.noise_sigma
-                log_sigma_n = math.log(sigma_n)
-                sq = F.square(pred - label) * (0.5 / sigma_n**2)
-                nll = F.sum(sq, axis=-1) + pred.shape[-1] * (log_sigma_n + HALF_LOG_2PI)
-            else:
-                sigma_n = ops.softplus(noise_rho, F)
-                sq = F.broadcast_div(F.square(pred - label), 2 * F.square(sigma_n))
-                nll = F.sum(sq, axis=-1) + F.broadcast_mul(
-                    F.log(sigma_n) + HALF_LOG_2PI, F.ones_like(sq).sum(axis=-1))
+            nll = _gaussian_nll(F, pred, label, self.noise_sigma, noise_rho)
         # The global weight scales the whole cost, complexity included.
         return _apply_weighting(F, F.broadcast_add(nll, complexity_share), self._weight, None)
 
