@@ -2,9 +2,9 @@
 
 MXNet 1.9.1 runs most elementwise operators on one thread, one pass over memory each; a
 Bayes-by-Backprop step built from them needs some twenty passes over every weight, and
-``nd.random.normal`` alone costs more than three plain training steps (see
-``docs/benchmarks.md``). ``_kernels/fused.cc`` does the same arithmetic in four
-OpenMP-parallel, vectorised loops, and MXNet loads it as an operator library
+``nd.random.normal`` alone costs more than four plain training steps (see
+``docs/benchmarks.md``). ``_kernels/fused.cc`` does the same arithmetic in OpenMP-parallel,
+vectorised loops behind eight operators, and MXNet loads it as an operator library
 (``mx.library.load``):
 
 - ``bbb_normal``: N(0, 1) noise by Box-Muller from a counter-based hash of
@@ -16,6 +16,8 @@ OpenMP-parallel, vectorised loops, and MXNet loads it as an operator library
   cost, written out by hand (the same estimator as :class:`bbb_gluon.BBBLoss`; tests check
   they agree);
 - ``bbb_cost``: the complexity cost's value, for reports;
+- ``bbb_lrt``: the first layer's pre-activations drawn from their mean and standard
+  deviation (the local reparameterisation), relu included, for prediction;
 - ``bbb_update``: ``bbb_grad`` and the optimiser's update (Adam, or SGD with or without
   momentum) in the same pass, on the Trainer's own state, so one call per layer replaces the
   gradient kernel and ``Trainer.step``;
