@@ -11,10 +11,14 @@ import pytest
 from mxnet import gluon
 
 from bbb_gluon import BBBLoss, GaussianPrior, Posterior, ScaleMixturePrior, fused
-from bbb_gluon.core.step import reference_step
+from bbb_gluon.core.step import forward_with, reference_step
 from bbb_gluon.training import build_mlp
 
 pytestmark = pytest.mark.usefixtures("fused_kernels")
+
+
+def _fused_step(net, posterior, *args, **kwargs):
+    return fused.FusedBBBStep(forward_with(net, posterior), posterior, *args, **kwargs)
 
 
 PRIORS = [
@@ -85,8 +89,8 @@ def _one_step(engine, prior, complexity, batch_index, likelihood="softmax", rho_
     loss_fn = BBBLoss(posterior, prior, likelihood=likelihood, complexity=complexity,
                       weighting=weighting, num_batches=8)
     if engine == "fused":
-        step = fused.FusedBBBStep(net, posterior, trainer, prior, complexity, likelihood,
-                                  loss_fn.weight_of)
+        step = _fused_step(net, posterior, trainer, prior, complexity, likelihood,
+                           loss_fn.weight_of)
         nll, cost = step(X, y, batch_index, eps=[[_split(posterior, eps)]],
                          want_complexity=True)
     else:
@@ -134,8 +138,8 @@ def test_fused_step_with_two_samples_averages(prior, complexity):
         eps = [_flat_eps(posterior, 2), _flat_eps(posterior, 3)]
         loss_fn = BBBLoss(posterior, prior, complexity=complexity, weighting=0.1)
         if engine == "fused":
-            step = fused.FusedBBBStep(net, posterior, trainer, prior, complexity, "softmax",
-                                      loss_fn.weight_of)
+            step = _fused_step(net, posterior, trainer, prior, complexity, "softmax",
+                               loss_fn.weight_of)
             step(X, y, 0, samples=2, eps=[[_split(posterior, e) for e in eps]])
         else:
             reference_step(net, posterior, loss_fn, trainer, X, y, 0, [mx.cpu()], samples=2,
@@ -153,8 +157,8 @@ def test_fused_two_devices_equal_one_device_given_the_same_noise():
         before = _params(posterior)
         flat = _flat_eps(posterior)
         loss_fn = BBBLoss(posterior, prior, weighting=0.05)
-        step = fused.FusedBBBStep(net, posterior, trainer, prior, "mc", "softmax",
-                                  loss_fn.weight_of)
+        step = _fused_step(net, posterior, trainer, prior, "mc", "softmax",
+                           loss_fn.weight_of)
         step(X, y, 0, eps=[[_split(posterior, flat, c)] for c in ctxs])
         results.append(_params(posterior))
     _close_updates(before, results[0], results[1], rtol=5e-4)
@@ -167,8 +171,8 @@ def test_skipped_complexity_gives_the_likelihood_gradient_only():
     for weighting in (0.0, 1e-30):  # 1e-30 <= skip_below: skipped
         net, posterior, trainer = _setup([mx.cpu()])
         loss_fn = BBBLoss(posterior, prior, weighting=weighting)
-        step = fused.FusedBBBStep(net, posterior, trainer, prior, "mc", "softmax",
-                                  loss_fn.weight_of, skip_below=loss_fn.skip_below)
+        step = _fused_step(net, posterior, trainer, prior, "mc", "softmax",
+                           loss_fn.weight_of, skip_below=loss_fn.skip_below)
         step(X, y, 0, eps=[[_split(posterior, _flat_eps(posterior))]])
         runs.append(_params(posterior))
     for a, b in zip(runs[0], runs[1], strict=True):
@@ -357,8 +361,8 @@ def _adam_steps(fuse, steps=3, lr_mult=1.0, wd=0.0, clip=None, monkeypatch=None,
         opts["clip_gradient"] = clip
     trainer = gluon.Trainer(posterior.params, optimizer, opts)
     loss_fn = BBBLoss(posterior, prior, weighting=0.1)
-    step = fused.FusedBBBStep(net, posterior, trainer, prior, "mc", "softmax",
-                              loss_fn.weight_of)
+    step = _fused_step(net, posterior, trainer, prior, "mc", "softmax",
+                       loss_fn.weight_of)
     for s in range(steps):
         step(X, y, 0, eps=[[_split(posterior, _flat_eps(posterior, 10 + s))]],
              step_size=X.shape[0])
@@ -430,7 +434,7 @@ def test_fused_update_state_saves_and_loads_with_the_trainer(monkeypatch, tmp_pa
     fresh = gluon.Trainer(posterior.params, "adam", {"learning_rate": 0.01})
     fresh.load_states(str(tmp_path / "states"))
     loss_fn = BBBLoss(posterior, prior, weighting=0.1)
-    again = fused.FusedBBBStep(net, posterior, fresh, prior, "mc", "softmax", loss_fn.weight_of)
+    again = _fused_step(net, posterior, fresh, prior, "mc", "softmax", loss_fn.weight_of)
     again(X, y, 0, eps=[[_split(posterior, _flat_eps(posterior, 12))]], step_size=X.shape[0])
     for a, b in zip(_params(posterior), p_three, strict=True):
         np.testing.assert_allclose(a, b, rtol=1e-6, atol=1e-7)
@@ -445,8 +449,8 @@ def test_the_update_is_left_to_the_trainer_where_it_cannot_be_fused():
         trainer = gluon.Trainer(posterior.params, optimizer, opts, kvstore=kv,
                                 update_on_kvstore=False if kv else None)
         loss_fn = BBBLoss(posterior, prior, weighting=0.1)
-        return fused.FusedBBBStep(net, posterior, trainer, prior, "mc", "softmax",
-                                  loss_fn.weight_of)._update_plan()
+        return _fused_step(net, posterior, trainer, prior, "mc", "softmax",
+                           loss_fn.weight_of)._update_plan()
 
     assert plan([mx.cpu()], "sgd", {"learning_rate": 0.1})[0] is False  # SGD, fused
     assert plan([mx.cpu()], "sgd", {"learning_rate": 0.1, "momentum": 0.9})[0] is False

@@ -43,7 +43,6 @@ from pathlib import Path
 
 import mxnet as mx
 
-from ..core.sampling import use_weights
 from . import trainer as _trainer
 
 __all__ = ["available", "unavailable_reason", "load", "prior_attrs"]
@@ -203,7 +202,12 @@ class FusedBBBStep:
 
     Parameters
     ----------
-    net, posterior, trainer
+    forward : callable
+        ``forward(weights, ctx, X)``: the network's output on ``X`` with ``weights`` (one
+        array per posterior key, on ``ctx``) in place of its own, recorded by autograd
+        (:func:`bbb_gluon.core.step.forward_with` builds it). The kernels never touch the
+        network itself.
+    posterior, trainer
     prior : Prior
     complexity : {"mc", "kl"}
     likelihood : {"softmax", "bernoulli"} or gluon.loss.Loss
@@ -214,13 +218,13 @@ class FusedBBBStep:
         As in ``BBBLoss``: a ``pi_i`` at or below it contributes no complexity gradient.
     """
 
-    def __init__(self, net, posterior, trainer, prior, complexity, likelihood, weight_of,
+    def __init__(self, forward, posterior, trainer, prior, complexity, likelihood, weight_of,
                  skip_below=2.0**-60):
         if not load():
             raise RuntimeError(f"fused kernels unavailable: {unavailable_reason()}")
         if any(c.device_type != "cpu" for c in posterior.contexts):
             raise ValueError("the fused kernels run on CPU contexts only")
-        self.net, self.posterior, self.trainer = net, posterior, trainer
+        self.forward, self.posterior, self.trainer = forward, posterior, trainer
         self.attrs = prior_attrs(prior, complexity)
         self.weight_of = weight_of
         self.skip_below = skip_below
@@ -361,8 +365,7 @@ class FusedBBBStep:
                           for m, r, e in zip(mus, rhos, noise, strict=True)]
                 mx.autograd.mark_variables(ws, gws)
                 with mx.autograd.record():
-                    with use_weights(self.net, self.posterior, ws, ctx):
-                        out = self.net(xb)
+                    out = self.forward(ws, ctx, xb)
                     nll = self.nll(out, yb)
                 nll.backward()
                 nll_sums.append(nll.sum().as_in_context(ctxs[0]) / samples)

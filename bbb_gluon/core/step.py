@@ -118,8 +118,9 @@ class BBBStep:
         self._watch, self._checked, self._calls = None, 0, 0
         self.watch = bool(watch)
         if self.engine == "fused":
-            self._fused = fused.FusedBBBStep(net, posterior, trainer, prior, complexity, loss,
-                                             self.loss.weight_of, self.loss.skip_below)
+            self._fused = fused.FusedBBBStep(forward_with(net, posterior), posterior, trainer,
+                                             prior, complexity, loss, self.loss.weight_of,
+                                             self.loss.skip_below)
 
     def _why_not_fused(self, loss, complexity):
         if any(c.device_type != "cpu" for c in self.posterior.contexts):
@@ -211,6 +212,15 @@ class BBBStep:
         name = first_not_finite(named)
         if name is not None:
             raise NotFiniteError(f"parameter {name} holds NaN or infinite values")
+
+
+def forward_with(net, posterior):
+    """``forward(weights, ctx, X)``: ``net(X)`` with ``weights`` in place of the posterior's
+    parameters of ``net`` (the callable the fused engine runs the network through)."""
+    def forward(weights, ctx, X):
+        with use_weights(net, posterior, weights, ctx):
+            return net(X)
+    return forward
 
 
 def first_not_finite(named_arrays):
