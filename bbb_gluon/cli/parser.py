@@ -412,7 +412,7 @@ def _add_launch(sub):
 
 
 def _add_demo(sub):
-    p = sub.add_parser("demo", help="offline demo: two half-moons, about a minute",
+    p = sub.add_parser("demo", help="offline demo: two half-moons, about 20 s",
                        description="Bayes by Backprop on two interleaved half-moons generated "
                                    "in code (1,000 points, noise 0.2, half held out; 2 hidden "
                                    "tanh layers of 5 units, N(0,1) prior). Prints the test "
