@@ -10,7 +10,7 @@ from dataclasses import asdict, dataclass
 from .._checks import check_int, check_positive
 from ..core.priors import GaussianPrior, ScaleMixturePrior
 
-__all__ = ["AgentSpec", "BanditConfig", "PAPER_AGENTS"]
+__all__ = ["AgentSpec", "BanditConfig", "PAPER_AGENTS", "GREEDY_LR"]
 
 
 _FLOAT32_SQRT_MAX = 1.8e19  # about sqrt(float32's largest): a square still fits
@@ -39,13 +39,17 @@ class AgentSpec:
             check_positive(self.lr, "an agent's lr")
 
 
+GREEDY_LR = 1e-3
+"""The ε-greedy agents' learning rate: the best of 3·10⁻⁴, 10⁻³ and 3·10⁻³ for each of them
+(docs/RESULTS.md, the bandit's round 2)."""
+
 PAPER_AGENTS = (
-    AgentSpec("bayes-by-backprop", "thompson"),
-    AgentSpec("greedy", "greedy", 0.0),
-    AgentSpec("1%-greedy", "greedy", 0.01),
-    AgentSpec("5%-greedy", "greedy", 0.05),
+    AgentSpec("bayes-by-backprop", "thompson"),  # at BanditConfig.lr
+    AgentSpec("greedy", "greedy", 0.0, lr=GREEDY_LR),
+    AgentSpec("1%-greedy", "greedy", 0.01, lr=GREEDY_LR),
+    AgentSpec("5%-greedy", "greedy", 0.05, lr=GREEDY_LR),
 )
-"""The agents of the paper's Figure 6."""
+"""The agents of the paper's Figure 6, each at its own best learning rate."""
 
 
 @dataclass(frozen=True)
@@ -55,7 +59,8 @@ class BanditConfig:
     The protocol (§5.3): ``steps`` interactions, a buffer of the last ``capacity``, and
     after each interaction ``updates`` minibatch updates of ``batch``; Thompson decisions
     average ``act_samples`` weight samples. The rest is ours (docs/RESULTS.md says how it
-    was chosen): the optimiser and learning rate, the prior, the initialisation
+    was chosen): the optimiser and learning rate (``lr``: every agent's whose spec has none
+    of its own, Bayes by Backprop's among the paper's agents), the prior, the initialisation
     (μ ~ N(0, ``mu_init``²) for every agent of a seed, ρ = ``rho_init``) and the
     likelihood's noise ``noise_sigma`` (rewards are used as they are, −35 … 5), how the
     complexity cost is weighted (``complexity_over``: spread over "seen", the interactions
@@ -73,7 +78,7 @@ class BanditConfig:
     batch: int = 64
     act_samples: int = 2
     optimizer: str = "adam"
-    lr: float = 1e-3
+    lr: float = 3e-4
     prior: str = "gaussian"
     prior_pi: float = 0.5
     prior_sigma1: float = 1.0

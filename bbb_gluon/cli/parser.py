@@ -355,9 +355,10 @@ def _add_bandit(sub):
                         "bayes-by-backprop, greedy, 1%%-greedy, 5%%-greedy)")
     g = p.add_argument_group("choices the paper leaves open (defaults: docs/RESULTS.md)")
     g.add_argument("--optimizer", choices=("adam", "sgd"), default=d.optimizer)
-    g.add_argument("--lr", type=float, default=d.lr, help="every agent's learning rate")
+    g.add_argument("--lr", type=float, default=d.lr,
+                   help="Bayes by Backprop's learning rate (3e-4)")
     g.add_argument("--greedy-lr", type=float, default=None,
-                   help="the epsilon-greedy agents' learning rate (default: --lr)")
+                   help="the epsilon-greedy agents' learning rate (default: their own, 1e-3)")
     g.add_argument("--rho-lr-mult", type=float, default=d.rho_lr_mult,
                    help="rho's learning rate as a multiple of the agent's (1)")
     g.add_argument("--prior", choices=("mixture", "gaussian"), default=d.prior)
