@@ -278,8 +278,10 @@ def test_ctrl_c_saves_a_checkpoint_and_exits_130(data_root, tmp_path):
 
 def test_demo_separates_the_moons(tmp_path):
     out = tmp_path / "demo"
+    # One OpenMP thread: beside other busy processes, MXNet's spinning threads made this
+    # tiny network take over 300 s (about 12 s alone on one thread).
     done = run_subprocess(["demo", "--samples", "100", "--no-progress", "--out", str(out)],
-                          cwd=tmp_path)
+                          cwd=tmp_path, env={"OMP_NUM_THREADS": "1"})
     assert done.returncode == 0, done.stderr
     assert "Traceback" not in done.stderr
     match = re.search(r"test accuracy ([0-9.]+)%", done.stdout)
