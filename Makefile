@@ -12,7 +12,7 @@ FASHION ?= /usr/share/datasets/fashion-mnist
 # (see docs/data.md). An exported BBB_GLUON_DATA wins.
 export BBB_GLUON_DATA ?= $(CURDIR)/.data
 
-.PHONY: setup data demo test unit notebooks lint bench clean
+.PHONY: setup data demo lab test unit notebooks lint bench clean
 
 setup: $(VENV)/.installed
 
@@ -38,6 +38,14 @@ data:
 
 demo: setup
 	$(VENV)/bin/bbb-gluon demo --out runs/demo
+
+# Jupyter on the notebooks, with BBB_GLUON_DATA (exported above) pointing at the data. The
+# `notebooks` extra's `jupyter` brings JupyterLab from version 1.1 on; an older one gets the
+# classic notebook.
+lab: setup data
+	@echo "BBB_GLUON_DATA=$(BBB_GLUON_DATA)"
+	@if [ -x $(VENV)/bin/jupyter-lab ]; then $(VENV)/bin/jupyter lab notebooks/; \
+	else $(VENV)/bin/jupyter notebook notebooks/; fi
 
 lint: setup
 	$(VENV)/bin/ruff check .

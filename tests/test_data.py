@@ -666,3 +666,52 @@ def test_a_missing_mushroom_file_says_how_to_fix_it(tmp_path, monkeypatch):
     monkeypatch.delenv("BBB_GLUON_DATA", raising=False)
     with pytest.raises(d.DatasetNotFoundError, match="unset"):
         d.load_mushroom()
+
+
+# --------------------------------------------------------------------------- require_datasets
+
+
+def _fake_dataset(root, name):
+    folder = root / name
+    folder.mkdir(parents=True)
+    files = [d.MUSHROOM_FILE] if name == "mushroom" else [*d.FILE_NAMES["train"],
+                                                          *d.FILE_NAMES["test"]]
+    for f in files:
+        (folder / f).write_bytes(b"")
+    return folder
+
+
+def test_require_datasets_present_is_silent(tmp_path, monkeypatch):
+    for name in ("mnist", "fashion-mnist", "mushroom"):
+        _fake_dataset(tmp_path, name)
+    assert d.require_datasets("mnist", "fashion-mnist", "mushroom", root=tmp_path) == tmp_path
+    monkeypatch.setenv("BBB_GLUON_DATA", str(tmp_path))
+    assert d.require_datasets("mnist") == tmp_path
+
+
+def test_require_datasets_missing_says_where_to_put_it(tmp_path):
+    _fake_dataset(tmp_path, "mnist")
+    (tmp_path / "mnist" / "t10k-labels-idx1-ubyte.gz").unlink()
+    with pytest.raises(d.DatasetNotFoundError) as e:
+        d.require_datasets("mnist", "fashion-mnist", "mushroom", root=tmp_path)
+    message = str(e.value)
+    for part in ("'mnist'", "t10k-labels-idx1-ubyte.gz", "'fashion-mnist'",
+                 str(tmp_path / "fashion-mnist"), "'mushroom'", "agaricus-lepiota.data",
+                 "BBB_GLUON_DATA", "make data", "make lab", "docs/data.md"):
+        assert part in message, part
+    assert "train-images" not in message.split("'fashion-mnist'")[0]  # only what is missing
+
+
+def test_require_datasets_without_a_folder(mx_home):
+    with pytest.raises(d.DatasetNotFoundError, match="BBB_GLUON_DATA is unset") as e:
+        d.require_datasets("mnist", "mushroom")
+    assert str(mx_home / "datasets" / "mnist") in str(e.value)
+    _fake_dataset(mx_home / "datasets", "mnist")  # MXNet's cache serves the images
+    assert d.require_datasets("mnist") is None
+    with pytest.raises(d.DatasetNotFoundError, match="never downloaded"):
+        d.require_datasets("mushroom")
+
+
+def test_require_datasets_unknown_name(tmp_path):
+    with pytest.raises(ValueError, match="unknown dataset"):
+        d.require_datasets("cifar10", root=tmp_path)

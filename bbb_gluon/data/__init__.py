@@ -11,7 +11,9 @@ toy problems, read offline with clear errors.
 * ``load_mushroom`` reads the UCI Mushroom data set for the contextual bandit of
   ``bbb_gluon.bandit`` (``mushroom``);
 * ``two_moons`` and ``regression_curve`` generate the small synthetic problems of the
-  tutorials (``toy``).
+  tutorials (``toy``);
+* ``require_datasets(name, ...)`` stops a notebook or script at once, with one message
+  saying where to put the files, when a dataset it needs is missing (``require``).
 
 The data folder is the ``root`` argument, else the environment variable ``BBB_GLUON_DATA``
 (``folder``). It must hold one subfolder per dataset (``mnist/``, ``fashion-mnist/``,
@@ -23,6 +25,7 @@ from .folder import ENV_VAR, DataFileError, DatasetNotFoundError, find_data_root
 from .idx import DATASETS, FILE_NAMES, load_raw, read_idx
 from .loader import ArrayLoader
 from .mushroom import MUSHROOM_FILE, Mushrooms, load_mushroom
+from .require import require_datasets
 from .splits import PixelTransform, Splits, load_dataset
 from .toy import regression_curve, two_moons
 
@@ -43,5 +46,6 @@ __all__ = [
     "load_raw",
     "read_idx",
     "regression_curve",
+    "require_datasets",
     "two_moons",
 ]

@@ -1,0 +1,78 @@
+"""Check, before any work starts, that the datasets a script or notebook needs are on disk.
+
+A notebook calls ``require_datasets('mnist', 'fashion-mnist')`` in its first code cell, so
+that missing data stop it there, with one message saying where to put them, rather than
+minutes later in a loader (or in a download that cannot succeed offline).
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from .folder import ENV_VAR, DatasetNotFoundError, find_data_root
+from .idx import DATASETS, FILE_NAMES, _mxnet_cache_dir
+from .mushroom import MUSHROOM_FILE
+
+__all__ = ["require_datasets"]
+
+
+def _expected_files(name: str) -> tuple[str, ...]:
+    if name == "mushroom":
+        return (MUSHROOM_FILE,)
+    return FILE_NAMES["train"] + FILE_NAMES["test"]
+
+
+def require_datasets(*names: str, root: str | os.PathLike | None = None) -> Path | None:
+    """Raise one clear error unless every named dataset is on disk.
+
+    Parameters
+    ----------
+    *names : str
+        Any of ``"mnist"``, ``"fashion-mnist"`` (the four IDX files of ``FILE_NAMES``) and
+        ``"mushroom"`` (``agaricus-lepiota.data``).
+    root : str or os.PathLike, optional
+        The data folder, holding one subfolder per dataset; default ``$BBB_GLUON_DATA``.
+        When neither is set, MNIST and Fashion-MNIST count as present if MXNet's download
+        cache (``$MXNET_HOME/datasets/<name>``) already holds their files; Mushroom is
+        never downloaded, so it then counts as missing.
+
+    Returns
+    -------
+    pathlib.Path or None
+        The data folder that was checked, or None when the MXNet cache served.
+
+    Raises
+    ------
+    ValueError
+        If a name is not one of the three datasets.
+    DatasetNotFoundError
+        Naming each missing dataset, the folder looked in, the files expected there, how to
+        set ``BBB_GLUON_DATA`` (``make data`` and ``make lab`` in this repository) and
+        docs/data.md.
+    """
+    known = (*DATASETS, "mushroom")
+    unknown = [n for n in names if n not in known]
+    if unknown:
+        raise ValueError(f"unknown dataset(s) {unknown}; valid names are {', '.join(known)}")
+    data_root = find_data_root(root)
+    problems = []
+    for name in names:
+        folder = _mxnet_cache_dir(name) if data_root is None else data_root / name
+        if data_root is None and name == "mushroom":
+            problems.append(f"'mushroom': no data folder is configured ({ENV_VAR} is unset), "
+                            f"and Mushroom is never downloaded")
+            continue
+        missing = [f for f in _expected_files(name) if not (folder / f).is_file()]
+        if missing:
+            problems.append(f"{name!r}: {folder} lacks {', '.join(missing)}")
+    if not problems:
+        return data_root
+    where = (f"{ENV_VAR} is unset, so MNIST and Fashion-MNIST were looked for in MXNet's "
+             f"download cache" if data_root is None else f"the data folder is {data_root}")
+    raise DatasetNotFoundError(
+        f"Missing data ({where}): " + "; ".join(problems) + ". "
+        f"Put each dataset in a subfolder of one data folder (mnist/, fashion-mnist/, "
+        f"mushroom/) and set {ENV_VAR} to that folder before starting Python or Jupyter. "
+        f"In this repository `make data` links the offline copies into .data/, and "
+        f"`make lab` opens Jupyter with {ENV_VAR} set to it. See docs/data.md.")
