@@ -251,11 +251,11 @@ def reference_step(net, posterior, loss_fn, trainer, X, y, batch_index, ctxs, sa
                     outs.append(net(xb))
             if samples == 1:
                 outs, draws = outs[0], draws[0]
-            loss = loss_fn(outs, yb, draws, batch_index, batch_size)
-            losses.append(loss)
-            nlls.append(loss.sum() - loss_fn.last_complexity)
+            nll, cost = loss_fn.costs(outs, yb, draws, batch_index)
+            losses.append(loss_fn.combine(nll, cost, batch_index, batch_size))
+            nlls.append(nll.sum())
             if k == 0:
-                complexity = loss_fn.last_complexity_cost
+                complexity = cost
     autograd.backward(losses)
     trainer.step(batch_size if step_size is None else step_size)
     if complexity is not None:

@@ -182,9 +182,8 @@ def _model(config, net, posterior, loss, ctxs, group, kvstore, num_batches):
             params.update(loss.collect_params())
         return net, None, loss_fn, None, [_make_trainer(config, params, ctxs, group,
                                                         kvstore)], 0.0
-    for name, param in posterior.params.items():
-        if name.endswith("_rho"):
-            param.lr_mult = config.rho_lr_mult
+    for param in posterior.rho_parameters:
+        param.lr_mult = config.rho_lr_mult
     rest = posterior.deterministic_params(net)
     if loss is not None:
         rest.update(loss.collect_params())
