@@ -20,106 +20,26 @@ References
 
 import math
 import numbers
-import re
 import warnings
 from dataclasses import dataclass
 
 import mxnet as mx
 import numpy as np
 from mxnet import autograd, gluon
-from mxnet.gluon import nn
 
 from .._checks import check_positive
 from .._files import atomic_nd_save, read_nd_file
 from . import ops
 from .noise import NoiseSource
 from .priors import HALF_LOG_2PI
+from .selection import BAYESIAN_LAYERS, _structural_params, bayesian_parameters
 
 __all__ = ["Posterior", "WeightSample", "PosteriorMismatchError", "bayesian_parameters",
            "BAYESIAN_LAYERS", "current_names"]
 
-# The layers whose weight and bias a posterior covers by default.
-BAYESIAN_LAYERS = (nn.Dense, nn.Conv1D, nn.Conv2D, nn.Conv3D, nn.Conv1DTranspose,
-                   nn.Conv2DTranspose, nn.Conv3DTranspose)
-
-
 
 class PosteriorMismatchError(ValueError):
     """A posterior (or a posterior file) does not fit the network it is used with."""
-
-
-def _structural_params(net):
-    """``{structural name: Parameter}`` in the order ``save_parameters`` writes them."""
-    if not isinstance(net, gluon.Block):
-        raise TypeError(f"expected a gluon Block, got {type(net).__name__}")
-    # Block has no public accessor for save_parameters' structural names ("0.weight").
-    return net._collect_params_with_prefix()
-
-
-def bayesian_parameters(net, select=None):
-    """The parameters of ``net`` a posterior covers, by structural name.
-
-    Parameters
-    ----------
-    net : gluon.Block
-        An initialised network.
-    select : None, list of Blocks, str or callable, optional
-        Which parameters get a posterior. ``None`` (default): the weight and bias of every
-        layer in :data:`BAYESIAN_LAYERS` (Dense, Conv1D/2D/3D and their transposes). A list
-        of blocks: every trainable parameter of those blocks (e.g. ``[net[-1]]`` for a
-        last-layer posterior). A string: a regular expression searched in the structural
-        names (``"0.weight"``, ``"3.bias"``: those ``net.save_parameters`` writes). A
-        callable: ``select(name, parameter) -> bool``. Parameters that are not trained
-        (``grad_req='null'``, e.g. BatchNorm's running statistics) are never chosen.
-
-    Returns
-    -------
-    dict
-        ``{"0.weight": Parameter, "0.bias": Parameter, ...}`` in structural order; the
-        names are the same for every instance of one architecture.
-
-    Raises
-    ------
-    ValueError
-        If nothing is chosen, the selector is of an unknown kind, or a chosen parameter
-        has no value yet (not initialised, or deferred shapes not yet inferred).
-    """
-    named = _structural_params(net)
-    if select is None:
-        ids = set()
-
-        def visit(block):
-            if isinstance(block, BAYESIAN_LAYERS):
-                ids.update(id(p) for p in block.params.values())
-
-        net.apply(visit)
-        chosen = {k: p for k, p in named.items() if id(p) in ids}
-    elif isinstance(select, str):
-        pattern = re.compile(select)
-        chosen = {k: p for k, p in named.items() if pattern.search(k)}
-    elif isinstance(select, list | tuple) and all(isinstance(b, gluon.Block) for b in select):
-        ids = {id(p) for b in select for p in b.collect_params().values()}
-        chosen = {k: p for k, p in named.items() if id(p) in ids}
-    elif callable(select):
-        chosen = {k: p for k, p in named.items() if select(k, p)}
-    else:
-        raise ValueError("select must be None, a list of blocks, a regular expression or a "
-                         f"callable (name, parameter) -> bool, got {select!r}")
-    chosen = {k: p for k, p in chosen.items() if p.grad_req != "null"}
-    if not chosen:
-        raise ValueError("no parameters of the network were selected for a posterior "
-                         f"(select={select!r}; by default: the weights and biases of Dense "
-                         "and convolution layers)")
-    for key, param in chosen.items():
-        try:
-            param.data(param.list_ctx()[0])
-        except Exception:
-            raise ValueError(
-                f"the network is not initialised (parameter {key!r} has no value yet): call "
-                "net.initialize() and, for layers without in_units/in_channels, run one "
-                "batch through it before building the posterior"
-            ) from None
-    return chosen
 
 
 @dataclass
