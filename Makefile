@@ -58,8 +58,8 @@ notebooks: setup data
 
 # The documentation site, docs/_build/html/ (docs/development.md, "Documentation"): the
 # notebooks from their committed outputs (never executed), the API from the docstrings;
-# a warning is an error. -E reads every page each time (about 10 s), so that a warning is
-# never hidden by an earlier build's saved state.
+# a warning is an error. -E reads every page each time, so that a warning is never hidden
+# by an earlier build's saved state.
 docs: setup $(VENV)/.docs-installed
 	$(VENV)/bin/sphinx-build -W --keep-going -E -q -b html docs docs/_build/html
 
