@@ -64,20 +64,6 @@ def _readme_link(app, docname, source):
         source[0] = source[0].replace("](../README.md)", "](index.md)")
 
 
-# TEMPORARY, until the refactor of bbb_gluon/pruning.py (then delete this and the hook):
-# its module docstring lists reference [1] but its text does not cite it ("[1]_"), which
-# Sphinx reports as an unreferenced footnote. Only that module's docstring is touched.
-_UNCITED_REFERENCES = {"bbb_gluon.pruning": ("Blundell et al. (2015, Table 2)",
-                                             "Blundell et al. (2015, Table 2) [1]_")}
-
-
-def _cite_reference(app, what, name, obj, options, lines):
-    if what == "module" and name in _UNCITED_REFERENCES:
-        old, new = _UNCITED_REFERENCES[name]
-        if not any("[1]_" in line for line in lines):
-            lines[:] = [line.replace(old, new) for line in lines]
-
-
 _QUOTED = re.compile(r'(?<![`\w])"[^"`]*"(?![`\w])')
 
 
@@ -92,6 +78,5 @@ def _literal_type_strings(app, what, name, obj, options, lines):
 
 def setup(app):
     app.connect("source-read", _readme_link)
-    app.connect("autodoc-process-docstring", _cite_reference)
     # After napoleon (priority 500) has turned the NumPy sections into fields.
     app.connect("autodoc-process-docstring", _literal_type_strings, priority=600)

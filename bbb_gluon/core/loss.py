@@ -170,6 +170,10 @@ class BBBLoss(Loss):
     docstring). With several weight samples per step, pass lists of outputs and samples:
     the cost is their average.
 
+    The loss keeps no result of a call: :meth:`costs` returns the likelihood and
+    complexity costs apart, :meth:`combine` makes the per-example values from them, and
+    calling the loss does both.
+
     Parameters
     ----------
     posterior : Posterior
@@ -206,10 +210,6 @@ class BBBLoss(Loss):
     weight : float, optional
         Global scalar weight, as in every Gluon loss.
     batch_axis : int, default 0
-
-    The loss keeps no result of a call: :meth:`costs` returns the likelihood and
-    complexity costs apart, :meth:`combine` makes the per-example values from them, and
-    calling the loss does both.
 
     Inputs
     ------
