@@ -232,6 +232,8 @@ def first_not_finite(named_arrays):
     return None
 
 
+# Twelve parameters: a BBBStep's state (its first four and ``samples``) and one call's
+# arguments, apart so that tests can drive this engine on fixed noise without a BBBStep.
 def reference_step(net, posterior, loss_fn, trainer, X, y, batch_index, ctxs, samples=1,
                    eps=None, step_size=None, batch_size=None):
     """One update with MXNet operators and autograd through ``loss_fn`` (a BBBLoss); the

@@ -85,6 +85,7 @@ class _Progress:
                 "best": self.best, "noise": noise, **run.setup}
 
 
+# fit's own parameters, handed on as they came, so that every check reads the user's input.
 def prepare(config, train, valid, test, run_dir, ctx, resume, net, posterior, loss, kvstore):
     """Check the user's input, then build a ``_Run`` (see :func:`~bbb_gluon.training.fit`
     for the arguments). Every check of the input comes before anything is written (the
