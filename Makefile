@@ -12,7 +12,7 @@ FASHION ?= /usr/share/datasets/fashion-mnist
 # (see docs/data.md). An exported BBB_GLUON_DATA wins.
 export BBB_GLUON_DATA ?= $(CURDIR)/.data
 
-.PHONY: setup data demo lab test unit notebooks lint bench clean
+.PHONY: setup data demo lab test unit notebooks lint docs docs-check bench clean
 
 setup: $(VENV)/.installed
 
@@ -24,6 +24,12 @@ $(VENV)/.installed: pyproject.toml
 	@# The compiled kernels, so that no import or first run has to build them.
 	$(PY) -c "import bbb_gluon.bandit.engine as e; e.kernels()" || \
 	  echo "the kernels could not be built here: plain MXNet operators will be used"
+	touch $@
+
+# The docs extra (Sphinx, MyST-NB, Furo, Selenium) on top of setup's environment, once.
+$(VENV)/.docs-installed: $(VENV)/.installed
+	$(PY) -m pip install --quiet -e '.[$(MXNET_BUILD),docs]'
+	$(PY) -m pip check
 	touch $@
 
 # Link whatever copies this machine has; missing ones are simply absent
@@ -58,10 +64,23 @@ notebooks: setup data
 	  CI=$${CI:-true} $(VENV)/bin/pytest --nbval-lax --nbval-cell-timeout=600 notebooks; \
 	else echo "no notebooks yet"; fi
 
-test: lint unit notebooks
+# The documentation site, docs/_build/html/ (docs/development.md, "Documentation"): the
+# notebooks from their committed outputs (never executed), the API from the docstrings;
+# a warning is an error. -E reads every page each time, so that a warning is never hidden
+# by an earlier build's saved state.
+docs: setup $(VENV)/.docs-installed
+	$(VENV)/bin/sphinx-build -W --keep-going -E -q -b html docs docs/_build/html
+
+# ... opened in headless Chromium (apt-get install chromium chromium-driver): every page
+# loads, every figure shows; screenshots in docs/_build/screenshots/.
+docs-check: docs
+	$(PY) docs/check_site.py
+
+# docs before unit: tests/test_docs_site.py checks the site that docs has just built.
+test: lint docs unit notebooks
 
 bench: setup data
 	$(PY) benchmarks/bench_epoch.py
 
 clean:
-	rm -rf $(VENV) .data .pytest_cache .ruff_cache
+	rm -rf $(VENV) .data .pytest_cache .ruff_cache docs/_build

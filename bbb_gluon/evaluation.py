@@ -42,6 +42,7 @@ class Evaluation:
     uncertainty_out: dict | None
 
 
+# A user's entry point: every keyword is documented with its default.
 def evaluate_model(net, X, y, posterior=None, model="bbb", samples=100, X_ood=None, bins=15,
                    ctx=None, likelihood="softmax"):
     """Test error, calibration and out-of-distribution detection of one model.

@@ -2,7 +2,8 @@ r"""How good predicted probabilities are: NLL, Brier score, calibration, and OOD
 
 Pure NumPy, for any model: give it the class probabilities of a Bayes-by-Backprop
 predictive, of MC dropout, or of a plain softmax (``predict_proba`` returns all three).
-Everything is computed in float64.
+The Brier score is Brier's [2]_, the calibration error Guo et al.'s [1]_. Everything is
+computed in float64.
 
 Calibration uses the confidence :math:`\hat p_i = \max_c p_{ic}` and the predicted class
 :math:`\hat y_i = \arg\max_c p_{ic}`. With :math:`B` equal-width bins

@@ -88,6 +88,7 @@ def plot_validation_curves(curves, path=None, title="Validation error", ylim=Non
     return save(fig, path)
 
 
+# A figure's options, as matplotlib's own functions take them: each documented with its default.
 def plot_grid_map(xx, yy, values, X=None, y=None, title="", cmap="RdBu_r", label="",
                   path=None, vmin=None, vmax=None):
     """A filled contour of ``values`` (shape of ``xx``) over a 2-D grid, with the points

@@ -393,6 +393,7 @@ def _dropout_samples(net, X, num_samples, batch_size, ctx, likelihood):
     return mx.nd.stack(*per_sample).asnumpy()
 
 
+# A user's entry point: every keyword is documented with its default.
 def uncertainty(net, posterior, X, num_samples, batch_size=1000, ctx=None,
                 likelihood="softmax", mc_dropout=False, keep_samples=True):
     """Monte-Carlo predictive and its uncertainty measures for ``X``.
@@ -429,6 +430,7 @@ def uncertainty(net, posterior, X, num_samples, batch_size=1000, ctx=None,
             for k in parts[0]}
 
 
+# uncertainty's parameters, handed on for one bounded pass.
 def _uncertainty(net, posterior, X, num_samples, batch_size, ctx, likelihood, mc_dropout,
                  keep_samples):
     if posterior is not None:

@@ -1,6 +1,6 @@
 r"""Pruning a trained posterior: zero the weights it is least sure of, predict with the means.
 
-Blundell et al. (2015, Table 2) rank every weight by its signal-to-noise ratio
+Blundell et al. (2015, Table 2) [1]_ rank every weight by its signal-to-noise ratio
 :math:`|\mu| / \sigma`, set the lowest fraction of them to zero, and predict with the
 means of the rest; a bimodal signal-to-noise density lets them remove 95% with little
 loss. Ranking by :math:`|\mu|` alone (magnitude pruning) is the baseline.

@@ -474,12 +474,26 @@ def test_the_agents_learn(env, kernels):
 def test_gluon_agents_learn(env, kind):
     config = bandit.BanditConfig(hidden=16, updates=4, batch=16, lr=0.01)
     agent = (bandit.ThompsonAgent(env, config, seed=0) if kind == "thompson"
-             else bandit.GreedyAgent(env, config, seed=0))
+             else bandit.GreedyAgent(env, config, seed=0, lr=0.01))
     rows, actions, rewards, regret = bandit.run_agent(agent, 240)
     assert len(agent.buffer) == 240
     never = 5 * (env.edible[rows[120:]] == 1).sum()
     assert regret[120:].sum() < 0.6 * never
     np.testing.assert_array_equal(rewards, env.reward(rows, actions, env.draw(0, 0, 240)[1]))
+
+
+def test_gluon_greedy_agent_learns_at_the_greedy_rate(env):
+    """As in the stacked engine, the epsilon-greedy agent's rate is its own (GREEDY_LR by
+    default), not the configuration's, which is Bayes by Backprop's."""
+    config = bandit.BanditConfig(hidden=8)
+    assert config.lr != bandit.GREEDY_LR
+    agent = bandit.GreedyAgent(env, config, seed=0)
+    assert agent.trainer.learning_rate == bandit.GREEDY_LR
+    assert [config.agent_lr(s) for s in bandit.PAPER_AGENTS if s.kind == "greedy"] == \
+        [bandit.GREEDY_LR] * 3
+    assert bandit.GreedyAgent(env, config, seed=0, lr=0.02).trainer.learning_rate == 0.02
+    with pytest.raises(ValueError, match="lr"):
+        bandit.GreedyAgent(env, config, seed=0, lr=0.0)
 
 
 @pytest.mark.parametrize("over", ["seen", "buffer", "blundell"])

@@ -278,9 +278,9 @@ def test_mc_complexity_averages_to_closed_form_kl():
     kl = None
     for i in range(n):
         sample = post.sample()
-        values[i] = complexity_cost(sample, post, prior, "mc").asscalar()
+        values[i] = complexity_cost(sample, prior, "mc").asscalar()
         if kl is None:
-            kl = complexity_cost(sample, post, prior, "kl").asscalar()
+            kl = complexity_cost(sample, prior, "kl").asscalar()
     se = values.std(ddof=1) / math.sqrt(n)
     assert abs(values.mean() - kl) < 4 * se, (values.mean(), kl, se)
     # the closed form itself against float64
@@ -303,7 +303,7 @@ def test_complexity_cost_value(ctx, prior, kind):
     post = Posterior(make_net(ctx=ctx), seed=0)
     randomise(post, np.random.default_rng(2))
     eps = np.random.randn(post.num_weights).astype(np.float32)
-    cost = complexity_cost(post.sample(eps=eps), post, prior, kind)
+    cost = complexity_cost(post.sample(eps=eps), prior, kind)
     assert cost.shape == (1,) and cost.context == ctx
     mus = [m.asnumpy().astype(np.float64) for m in post.mu(ctx)]
     rhos = [r.asnumpy().astype(np.float64) for r in post.rho(ctx)]
@@ -314,7 +314,7 @@ def test_complexity_cost_value(ctx, prior, kind):
 def test_complexity_cost_unknown_kind():
     post = Posterior(make_net(), seed=0)
     with pytest.raises(ValueError, match="complexity"):
-        complexity_cost(post.sample(), post, GaussianPrior(), "exact")
+        complexity_cost(post.sample(), GaussianPrior(), "exact")
 
 
 # --------------------------------------------------------------------------- gradient vs FD
@@ -387,7 +387,7 @@ def test_loss_is_nll_plus_complexity_share(likelihood, ctx):
     assert values.shape == (batch,) and values.context == ctx
     pi = 0.125 / (1 - 2.0**-10)
     assert loss.weight_of(2) == pytest.approx(pi, rel=1e-15)
-    c = complexity_cost(sample, post, prior, "mc").asscalar()
+    c = complexity_cost(sample, prior, "mc").asscalar()
     assert c == pytest.approx(loss.complexity_cost(sample).asscalar(), rel=1e-6)
     nll = nll64(out.asnumpy().astype(np.float64), label_ref, likelihood.split("_")[0], 0.5)
     mx.test_utils.assert_almost_equal(values.asnumpy(), nll + pi * c / batch, rtol=1e-5,
@@ -435,40 +435,56 @@ def test_loss_on_slices_of_a_batch_adds_up(ctx):
     with use_weights(net, post, s.weights):
         out = net(X)
     pi = loss.weight_of(1)
-    c = complexity_cost(s, post, prior, "mc").asscalar()
+    c = complexity_cost(s, prior, "mc").asscalar()
     full = loss(out, y, s, 1).asnumpy()
-    assert loss.last_complexity.shape == (1,)
-    assert loss.last_complexity.asscalar() == pytest.approx(pi * c, rel=1e-5)
-    assert loss.last_complexity_cost.asscalar() == pytest.approx(c, rel=1e-6)
+    nll, cost = loss.costs(out, y, s, 1)
+    assert cost.shape == (1,) and cost.asscalar() == pytest.approx(c, rel=1e-6)
+    mx.test_utils.assert_almost_equal(full - nll.asnumpy(), np.full(6, pi * c / 6),
+                                      rtol=1e-4, atol=1e-5)
     parts, complexity = [], 0.0
     for lo, hi in [(0, 2), (2, 6)]:
         # positional: gluon's Block.__call__ takes no keyword arguments
         parts.append(loss(out[lo:hi], y[lo:hi], s, 1, 6).asnumpy())
-        assert loss.last_complexity.asscalar() == pytest.approx(pi * c * (hi - lo) / 6,
-                                                                rel=1e-5)
-        complexity += loss.last_complexity.asscalar()
+        nll_part, _ = loss.costs(out[lo:hi], y[lo:hi], s, 1)
+        complexity += float((parts[-1] - nll_part.asnumpy()).sum())
     mx.test_utils.assert_almost_equal(np.concatenate(parts), full, rtol=1e-6, atol=1e-6)
-    assert complexity == pytest.approx(pi * c, rel=1e-5)
+    assert complexity == pytest.approx(pi * c, rel=1e-4)
     # without batch_size, a slice would carry the whole complexity cost itself
     alone = loss(out[0:2], y[0:2], s, 1).asnumpy()
     mx.test_utils.assert_almost_equal(alone - parts[0], np.full(2, pi * c / 2 - pi * c / 6),
                                       rtol=1e-4, atol=1e-4)
 
 
-def test_last_complexity_when_skipped_and_averaged(small):
+def test_costs_when_skipped_and_averaged(small):
     post, s, out = small
     y = mx.nd.array([0, 1, 2, 1])
     loss = BBBLoss(post, GaussianPrior(), weighting="blundell", num_batches=100)
-    loss(out, y, s, 80)
-    assert loss.last_complexity_cost is None
-    assert loss.last_complexity.asscalar() == 0.0
+    nll, cost = loss.costs(out, y, s, 80)
+    assert cost is None
+    np.testing.assert_array_equal(loss(out, y, s, 80).asnumpy(), nll.asnumpy())
     s2 = post.sample()
-    loss([out, out], y, [s, s2], 0)
-    c1 = complexity_cost(s, post, GaussianPrior(), "mc").asscalar()
-    c2 = complexity_cost(s2, post, GaussianPrior(), "mc").asscalar()
-    assert loss.last_complexity_cost.asscalar() == pytest.approx((c1 + c2) / 2, rel=1e-5)
-    assert loss.last_complexity.asscalar() == pytest.approx(loss.weight_of(0) * (c1 + c2) / 2,
-                                                            rel=1e-5)
+    nll, cost = loss.costs([out, out], y, [s, s2], 0)
+    c1 = complexity_cost(s, GaussianPrior(), "mc").asscalar()
+    c2 = complexity_cost(s2, GaussianPrior(), "mc").asscalar()
+    assert cost.asscalar() == pytest.approx((c1 + c2) / 2, rel=1e-5)
+    np.testing.assert_allclose(loss.combine(nll, cost, 0).asnumpy(),
+                               loss([out, out], y, [s, s2], 0).asnumpy(), rtol=1e-6)
+    np.testing.assert_allclose((loss([out, out], y, [s, s2], 0) - nll).asnumpy(),
+                               loss.weight_of(0) * (c1 + c2) / 2 / 4, rtol=1e-4)
+
+
+def test_the_loss_keeps_nothing_from_a_call(small):
+    """A pure loss: the same arguments give the same values whatever was called before,
+    and a call leaves no attribute behind."""
+    post, s, out = small
+    y = mx.nd.array([0, 1, 2, 1])
+    loss = BBBLoss(post, GaussianPrior(), weighting="blundell", num_batches=3)
+    before = dict(vars(loss))
+    first = loss(out, y, s, 0).asnumpy()
+    loss([out, out], y, [s, post.sample()], 2, 8)
+    assert dict(vars(loss)).keys() == before.keys()
+    np.testing.assert_array_equal(loss(out, y, s, 0).asnumpy(), first)
+    assert not any(name.startswith("last_") for name in vars(loss))
 
 
 def test_global_weight_scales_the_whole_loss():

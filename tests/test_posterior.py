@@ -542,3 +542,96 @@ def test_the_parameters_in_key_order_train_and_move():
         np.testing.assert_allclose(a.asnumpy(), 0.8 * b.asnumpy(), rtol=1e-6)
     post.reset_ctx(mx.cpu(1))
     assert post.contexts == [mx.cpu(1)] and post.mu()[0].context == mx.cpu(1)
+
+
+# --------------------------------------------------------------------------- a Gluon Block
+
+
+def _save_first_format(post, path):
+    """Posterior.save as the package first wrote it: "<key>|mu", "<key>|rho" and a layout."""
+    from bbb_gluon._files import json_array
+
+    arrays = {}
+    for key, mu, rho in zip(post.keys, post.mu(), post.rho(), strict=True):
+        arrays[f"{key}|mu"], arrays[f"{key}|rho"] = mu, rho
+    arrays["__layout__"] = json_array({"keys": post.keys,
+                                       "shapes": [list(s) for s in post.shapes],
+                                       "seed": post.seed, "format": "bbb_gluon.posterior/1"})
+    mx.nd.save(str(path), arrays)
+
+
+@pytest.mark.parametrize("reader", ["load", "load_parameters"])
+def test_files_of_the_first_format_still_load(tmp_path, reader):
+    a = Posterior(make_net(), seed=1)
+    _save_first_format(a, tmp_path / "old.params")
+    b = Posterior(make_net(), seed=2)
+    getattr(b, reader)(tmp_path / "old.params")
+    for x, y in zip(a.mu() + a.rho(), b.mu() + b.rho(), strict=True):
+        np.testing.assert_array_equal(x.asnumpy(), y.asnumpy())
+
+
+def test_save_and_save_parameters_write_one_format(tmp_path):
+    post = Posterior(make_net(), seed=1)
+    post.save(tmp_path / "a.params")
+    post.save_parameters(tmp_path / "b.params")
+    a, b = mx.nd.load(str(tmp_path / "a.params")), mx.nd.load(str(tmp_path / "b.params"))
+    assert sorted(a) == sorted(b) == sorted(f"{k}_{part}" for k in post.keys
+                                             for part in ("mu", "rho"))
+
+
+def test_a_posterior_is_a_gluon_block_that_owns_mu_and_rho():
+    net = make_net()
+    post = Posterior(net, seed=0)
+    assert isinstance(post, gluon.Block)
+    params = post.collect_params()
+    assert list(params.keys()) == list(post.params.keys())
+    assert [params[f"posterior_{k}_mu"] for k in post.keys] == post.mu_parameters
+    assert [params[f"posterior_{k}_rho"] for k in post.keys] == post.rho_parameters
+    # none of the network's own parameters
+    assert not {id(p) for p in params.values()} & {id(p) for p in net.collect_params().values()}
+    trainer = gluon.Trainer(params, "sgd", {"learning_rate": 0.1})
+    assert len(trainer._params) == 2 * len(post.keys)
+
+
+def test_load_parameters_allow_missing_and_ignore_extra(tmp_path):
+    net = conv_net()
+    last = Posterior(net, seed=1, select=[net[-1]])
+    last.save_parameters(tmp_path / "last.params")
+    full = Posterior(net, seed=2)
+    full.save_parameters(tmp_path / "full.params")
+    before = np_list(full.mu())
+    full.load_parameters(tmp_path / "last.params", allow_missing=True)
+    after = np_list(full.mu())
+    np.testing.assert_array_equal(after[-2], last.mu()[0].asnumpy())
+    np.testing.assert_array_equal(after[0], before[0])  # left as it was
+    fresh = Posterior(net, seed=3, select=[net[-1]])
+    with pytest.raises(PosteriorMismatchError, match="only in the file"):
+        fresh.load_parameters(tmp_path / "full.params")
+    fresh.load_parameters(tmp_path / "full.params", ignore_extra=True)
+    np.testing.assert_array_equal(fresh.mu()[0].asnumpy(), before[-2])
+
+
+@pytest.mark.parametrize("mu_init", ["normal", "uniform", "copy"])
+def test_initialize_draws_again_as_the_constructor_did(mu_init):
+    net = make_net()
+    post = Posterior(net, seed=5, mu_init=mu_init, rho_init=(-4.0, -3.0))
+    first = np_list(post.mu() + post.rho())
+    for p in post.mu_parameters + post.rho_parameters:
+        p.set_data(p.data() + 1.0)
+    with pytest.warns(UserWarning, match="already initialised"):
+        post.initialize()
+    assert not np.array_equal(np_list(post.mu())[0], first[0])  # left as it was
+    post.initialize(force_reinit=True)
+    for x, y in zip(first, np_list(post.mu() + post.rho()), strict=True):
+        np.testing.assert_array_equal(x, y)
+    with pytest.raises(ValueError, match="mu_init and rho_init"):
+        post.initialize(mx.init.Normal(0.1), force_reinit=True)
+
+
+def test_initialize_on_another_context():
+    post = Posterior(make_net(), seed=5)
+    first = np_list(post.mu())
+    post.initialize(ctx=mx.cpu(1), force_reinit=True)
+    assert post.contexts == [mx.cpu(1)] and post.mu()[0].context == mx.cpu(1)
+    for x, y in zip(first, np_list(post.mu()), strict=True):
+        np.testing.assert_array_equal(x, y)

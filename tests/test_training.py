@@ -177,7 +177,7 @@ def test_history_complexity_cost_is_the_weighted_complexity(mnist_300):
     result = fit(config, mnist_300.train, mnist_300.valid, progress=False)
     prior = make_prior(**config.prior)
     post = result.posterior
-    estimates = [float(complexity_cost(post.sample(), post, prior, "mc").asscalar())
+    estimates = [float(complexity_cost(post.sample(), prior, "mc").asscalar())
                  for _ in range(5)]
     assert result.history[-1]["complexity_cost"] == pytest.approx(np.mean(estimates), rel=0.1)
 
@@ -206,6 +206,40 @@ def test_resume_after_an_epoch_matches_uninterrupted_run(mnist_300, tmp_path, mo
     assert_same_history(resumed.history, full.history)
     assert_same_history(json.loads((tmp_path / "b" / "history.json").read_text()),
                         full.history)
+    assert_same_params(resumed, full)
+
+
+def _to_first_format(path):
+    """Rewrite a checkpoint as the package first wrote them: the posterior's arrays as
+    "<key>|mu" / "<key>|rho" and format 1."""
+    from bbb_gluon._files import array_json, json_array
+
+    arrays = mx.nd.load(str(path))
+    meta = array_json(arrays["__meta__"])
+    meta["format"] = "bbb_gluon.checkpoint/1"
+    arrays["__meta__"] = json_array(meta)
+    old = {}
+    for name, value in arrays.items():
+        if name.startswith("posterior:"):
+            key, part = name[len("posterior:"):].rsplit("_", 1)
+            name = f"{key}|{part}"
+        old[name] = value
+    assert any(k.endswith("|mu") for k in old)
+    mx.nd.save(str(path), old)
+
+
+def test_checkpoints_of_the_first_format_resume_and_load(mnist_300, tmp_path):
+    full = fit(tiny("bbb"), mnist_300.train, mnist_300.valid, run_dir=tmp_path / "a",
+               progress=False)
+    fit(tiny("bbb", epochs=1), mnist_300.train, mnist_300.valid, run_dir=tmp_path / "b",
+        progress=False)
+    for which in ("latest", "best"):
+        _to_first_format(tmp_path / "b" / "checkpoints" / f"{which}.params")
+    _, posterior, _, _ = load_run(tmp_path / "b", "latest")
+    assert posterior.keys == full.posterior.keys
+    resumed = fit(tiny("bbb"), mnist_300.train, mnist_300.valid, run_dir=tmp_path / "b",
+                  resume=True, progress=False)
+    assert_same_history(resumed.history, full.history)
     assert_same_params(resumed, full)
 
 
@@ -884,7 +918,8 @@ def test_a_non_finite_parameter_is_named(mnist_300):
     rho = result.posterior.rho()[1].copy()
     rho[0] = float("nan")
     result.posterior.params["posterior_" + result.posterior.keys[1] + "_rho"].set_data(rho)
-    with pytest.raises(TrainingDiverged, match=re.escape(result.posterior.keys[1] + "|rho")):
+    name = f"posterior:{result.posterior.keys[1]}_rho"  # as the checkpoint names it
+    with pytest.raises(TrainingDiverged, match=re.escape(name)):
         _check_parameters(result.net, result.posterior, 0, None)
 
 

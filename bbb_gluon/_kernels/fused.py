@@ -293,6 +293,7 @@ class FusedBBBStep:
         self._update = plan
         return plan
 
+    # Nine parameters: the arrays of one update, each one input of the bbb_update kernel.
     def _fused_update(self, plan, gws, ws, noise, mus, rhos, scale, step_size, ctx):
         """The gradient kernel and the optimiser's step on every layer: the bookkeeping
         of ``Trainer.step`` / ``Optimizer.update`` (update counts, learning rate with its

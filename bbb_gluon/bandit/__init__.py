@@ -36,7 +36,7 @@ Two engines run the same agents:
 """
 
 from .agents import GreedyAgent, ThompsonAgent, build_reward_net, run_agent
-from .config import PAPER_AGENTS, AgentSpec, BanditConfig
+from .config import GREEDY_LR, PAPER_AGENTS, AgentSpec, BanditConfig
 from .engine import BanditCheckpointError, StackedAgents
 from .environment import EAT, PASS, MushroomBandit, ReplayBuffer
 from .runner import BanditDiverged, BanditInterrupted, BanditResult, run_bandit
@@ -44,7 +44,7 @@ from .runner import BanditDiverged, BanditInterrupted, BanditResult, run_bandit
 __all__ = [
     "AgentSpec", "BanditConfig", "BanditResult", "MushroomBandit", "ReplayBuffer",
     "StackedAgents", "ThompsonAgent", "GreedyAgent", "run_bandit", "run_agent",
-    "build_reward_net", "PAPER_AGENTS", "BanditCheckpointError", "BanditInterrupted",
+    "build_reward_net", "PAPER_AGENTS", "GREEDY_LR", "BanditCheckpointError", "BanditInterrupted",
     "BanditDiverged",
     "EAT", "PASS",
 ]

@@ -9,11 +9,11 @@ import mxnet as mx
 import numpy as np
 from mxnet import autograd, gluon
 
-from .._checks import check_int
+from .._checks import check_int, check_positive
 from ..core.loss import GaussianNLLLoss
 from ..core.posterior import Posterior
 from ..core.step import BBBStep
-from .config import BanditConfig
+from .config import GREEDY_LR, BanditConfig
 from .engine import complexity_scale
 from .environment import EAT, PASS, ReplayBuffer
 
@@ -101,15 +101,20 @@ class ThompsonAgent(_GluonAgent):
 
 
 class GreedyAgent(_GluonAgent):
-    """ε-greedy, in Gluon: the same network and likelihood without a posterior."""
+    """ε-greedy, in Gluon: the same network and likelihood without a posterior, learning
+    at ``lr`` (default :data:`~bbb_gluon.bandit.GREEDY_LR`, the rate of the ε-greedy agents
+    in :data:`~bbb_gluon.bandit.PAPER_AGENTS`, not ``config.lr``, which is Bayes by
+    Backprop's)."""
 
-    def __init__(self, env, config=None, seed=0, ctx=None, epsilon=0.0):
+    def __init__(self, env, config=None, seed=0, ctx=None, epsilon=0.0, lr=GREEDY_LR):
         config = config or BanditConfig()
+        check_positive(lr, "lr")
         super().__init__(env, config, seed, ctx)
         self.epsilon = float(epsilon)
+        self.lr = float(lr)
         self.loss = GaussianNLLLoss(config.noise_sigma)
         self.trainer = gluon.Trainer(self.net.collect_params(), config.optimizer,
-                                     {"learning_rate": config.lr})
+                                     {"learning_rate": self.lr})
         self.net.hybridize()
 
     def act(self, row):

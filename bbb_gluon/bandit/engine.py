@@ -281,6 +281,7 @@ def minibatch_indices(agent_key, t, u, updates, batch, n):
     return _below(h, n).astype(np.int64)
 
 
+# Nine parameters: the kernel's own inputs, so that tests can set each of them.
 def kernel_gradients(config, width, w, inputs, y, eps=None, mu=None, rho=None, scale=0.0):
     """The kernel's mean NLL and gradients for one minibatch (for tests).
 

@@ -194,6 +194,7 @@ def _configuration_and_state(out, config, resume, force):
     return config, state
 
 
+# A user's entry point (and the command's): every keyword is documented with its default.
 def run_bandit(config: BanditConfig, env: MushroomBandit, out=None, resume=False,
                force=False, progress=True, chunk=100, checkpoint_every=1000, threads=None,
                plot=True):

@@ -79,15 +79,15 @@ def blundell_weights(num_batches):
     return [complexity_weight("blundell", i, num_batches) for i in range(num_batches)]
 
 
-def complexity_cost(sample, posterior, prior, kind="mc"):
+def complexity_cost(sample, prior, kind="mc"):
     r"""Complexity cost :math:`C` of one weight sample, shape ``(1,)``.
 
     Parameters
     ----------
     sample : WeightSample
         The weights the forward pass used (the cost must be of those weights, not of a
-        fresh draw).
-    posterior : Posterior
+        fresh draw); it carries the :math:`\mu`, :math:`\sigma` and :math:`\epsilon`
+        that :math:`\log q` needs.
     prior : Prior
     kind : {"mc", "kl"}
         ``"mc"``: the Monte-Carlo estimate :math:`\log q(w|\theta) - \log P(w)` for any
@@ -106,7 +106,7 @@ def complexity_cost(sample, posterior, prior, kind="mc"):
     log_p = prior.log_prob(sample.weights[0])
     for w in sample.weights[1:]:
         log_p = log_p + prior.log_prob(w)
-    return posterior.log_q(sample, log_sigmas) - log_p
+    return sample.log_q(log_sigmas) - log_p
 
 
 class GaussianNLLLoss(Loss):
@@ -170,9 +170,15 @@ class BBBLoss(Loss):
     docstring). With several weight samples per step, pass lists of outputs and samples:
     the cost is their average.
 
+    The loss keeps no result of a call: :meth:`costs` returns the likelihood and
+    complexity costs apart, :meth:`combine` makes the per-example values from them, and
+    calling the loss does both.
+
     Parameters
     ----------
     posterior : Posterior
+        The posterior the weight samples come from (a learned noise scale is initialised
+        on its contexts; the loss keeps no reference to it).
     prior : Prior
     likelihood : {"softmax", "bernoulli", "gaussian"} or gluon.loss.Loss, default "softmax"
         ``"softmax"``: categorical with logits ``pred`` of shape ``(B, C)`` and integer
@@ -240,7 +246,6 @@ class BBBLoss(Loss):
         else:
             complexity_weight(weighting, 0, 1)  # validates the constant
         check_positive(noise_sigma, "noise_sigma", allow_none=True)
-        self.posterior = posterior
         self.prior = prior
         self.likelihood = likelihood
         self.complexity = complexity
@@ -273,66 +278,74 @@ class BBBLoss(Loss):
 
     def complexity_cost(self, sample):
         """:math:`C` for one :class:`WeightSample`, shape ``(1,)``."""
-        return complexity_cost(sample, self.posterior, self.prior, self.complexity)
+        return complexity_cost(sample, self.prior, self.complexity)
 
-    def forward(self, pred, label, sample, batch_index=0, batch_size=None):
-        """See the class docstring. ``batch_size``: the whole batch's size when this call
-        sees one device's slice of it (data parallelism), so the complexity cost is
-        spread over the whole batch, not counted once per device.
+    def costs(self, pred, label, sample, batch_index=0):
+        """The minibatch's two costs apart, as the loss computes them.
 
-        After the call, ``last_complexity`` holds the weighted complexity part
-        :math:`\\pi_i C \\cdot B_{here} / B` of the returned values' sum, and
-        ``last_complexity_cost`` the unweighted :math:`C` (None where it was skipped), both
-        of shape ``(1,)``.
+        Returns
+        -------
+        (nll, complexity) : NDArray, NDArray or None
+            The per-example negative log-likelihood, shape ``(B,)``, and the unweighted
+            complexity cost :math:`C`, shape ``(1,)``, or None where :math:`\\pi_i` is
+            below ``skip_below``; with several samples, both are their averages.
         """
         if isinstance(pred, list | tuple):
             if not isinstance(sample, list | tuple) or len(sample) != len(pred):
                 raise ValueError("with several outputs, pass one WeightSample per output")
-            total = complexity = cost = None
-            for p, s in zip(pred, sample, strict=True):
-                value = self.forward(p, label, s, batch_index, batch_size)
-                total = value if total is None else total + value
-                complexity = (self.last_complexity if complexity is None
-                              else complexity + self.last_complexity)
-                if self.last_complexity_cost is not None:
-                    cost = (self.last_complexity_cost if cost is None
-                            else cost + self.last_complexity_cost)
-            self.last_complexity = complexity / len(pred)
-            self.last_complexity_cost = None if cost is None else cost / len(pred)
-            return total / len(pred)
+            parts = [self.costs(p, label, s, batch_index)
+                     for p, s in zip(pred, sample, strict=True)]
+            nll = parts[0][0]
+            for part in parts[1:]:
+                nll = nll + part[0]
+            cost = None
+            if parts[0][1] is not None:
+                cost = parts[0][1]
+                for part in parts[1:]:
+                    cost = cost + part[1]
+                cost = cost / len(pred)
+            return nll / len(pred), cost
         self._check(pred, label)
-        here = pred.shape[self._batch_axis]
-        batch_size = here if batch_size is None else batch_size
-        pi = self.weight_of(batch_index)
-        if pi <= self.skip_below:
-            share = mx.nd.zeros((1,), ctx=pred.context)
-            self.last_complexity_cost = None
-        else:
-            self.last_complexity_cost = self.complexity_cost(sample)
-            share = self.last_complexity_cost * (pi / batch_size)
-        self.last_complexity = share * here
         if isinstance(self.likelihood, Loss):
             nll = self.likelihood(pred, label).reshape((-1,))
-            return _apply_weighting(mx.nd, mx.nd.broadcast_add(nll, share), self._weight, None)
-        # A learned noise scale reaches hybrid_forward as a registered parameter.
-        return super().forward(pred, label, share)
+        else:  # a learned noise scale reaches hybrid_forward as a registered parameter
+            nll = super().forward(pred, label)
+        skip = self.weight_of(batch_index) <= self.skip_below
+        return nll, None if skip else self.complexity_cost(sample)
 
-    def hybrid_forward(self, F, pred, label, complexity_share, noise_rho=None):
+    def combine(self, nll, complexity, batch_index=0, batch_size=None):
+        """Per-example loss from :meth:`costs`' two parts: :math:`\\pi_i C / B` added to
+        each example's negative log-likelihood, then the global ``weight``.
+
+        ``batch_size``: the whole batch's :math:`B` where ``nll`` holds one device's
+        slice of it (data parallelism), so the complexity cost is spread over the whole
+        batch, not counted once per device.
+        """
+        if complexity is not None:
+            batch_size = nll.shape[0] if batch_size is None else batch_size
+            nll = mx.nd.broadcast_add(nll, complexity * (self.weight_of(batch_index)
+                                                         / batch_size))
+        # The global weight scales the whole cost, complexity included.
+        return _apply_weighting(mx.nd, nll, self._weight, None)
+
+    def forward(self, pred, label, sample, batch_index=0, batch_size=None):
+        """See the class docstring; ``batch_size`` as in :meth:`combine`. The result
+        depends on the arguments alone: :meth:`costs` gives its two parts."""
+        nll, complexity = self.costs(pred, label, sample, batch_index)
+        return self.combine(nll, complexity, batch_index, batch_size)
+
+    def hybrid_forward(self, F, pred, label, noise_rho=None):
         if self.likelihood == "softmax":
             log_p = F.log_softmax(pred, axis=-1)
             if label.ndim == pred.ndim:
-                nll = -F.sum(log_p * label, axis=-1)
-            else:
-                nll = -F.pick(log_p, label, axis=-1)
-        elif self.likelihood == "bernoulli":
+                return -F.sum(log_p * label, axis=-1)
+            return -F.pick(log_p, label, axis=-1)
+        if self.likelihood == "bernoulli":
             logit = pred.reshape((-1,))
             y = label.reshape((-1,))
             # log(1 + e^x) - x y without overflow: relu(x) + log1p(e^-|x|) - x y
-            nll = F.relu(logit) + F.log1p(F.exp(-F.abs(logit))) - logit * y
-        else:
-            nll = _gaussian_nll(F, pred, label, self.noise_sigma, noise_rho)
-        # The global weight scales the whole cost, complexity included.
-        return _apply_weighting(F, F.broadcast_add(nll, complexity_share), self._weight, None)
+            return F.relu(logit) + F.log1p(F.exp(-F.abs(logit))) - logit * y
+        return _gaussian_nll(F, pred, label, self.noise_sigma, noise_rho)
 
     def _check(self, pred, label):
         """Shape and value checks, before any work (see ``validate``)."""

@@ -8,7 +8,9 @@ selector makes only some layers Bayesian (the last one, say), and everything els
 (BatchNorm, embeddings, layers left out) stays deterministic, trained by an ordinary
 Trainer over :meth:`Posterior.deterministic_params`. The :math:`\mu` and :math:`\rho`
 arrays are ordinary Gluon ``Parameter`` objects of the same shapes as the layer's own,
-collected in one ``ParameterDict`` that ``gluon.Trainer`` takes. The network itself stays
+owned by the posterior as a Gluon ``Block`` owns its parameters: ``collect_params()`` for
+``gluon.Trainer``, ``save_parameters``/``load_parameters`` with the names
+``"<key>_mu"``/``"<key>_rho"``, ``initialize`` and ``reset_ctx``. The network itself stays
 an ordinary network; :mod:`bbb_gluon.sampling` puts sampled weights into it for each step.
 
 References
@@ -18,105 +20,26 @@ References
 
 import math
 import numbers
-import re
+import warnings
 from dataclasses import dataclass
 
 import mxnet as mx
 import numpy as np
 from mxnet import autograd, gluon
-from mxnet.gluon import nn
 
 from .._checks import check_positive
-from .._files import array_json, atomic_nd_save, json_array, read_nd_file
+from .._files import atomic_nd_save, read_nd_file
 from . import ops
 from .noise import NoiseSource
 from .priors import HALF_LOG_2PI
+from .selection import BAYESIAN_LAYERS, _structural_params, bayesian_parameters
 
 __all__ = ["Posterior", "WeightSample", "PosteriorMismatchError", "bayesian_parameters",
-           "BAYESIAN_LAYERS"]
-
-# The layers whose weight and bias a posterior covers by default.
-BAYESIAN_LAYERS = (nn.Dense, nn.Conv1D, nn.Conv2D, nn.Conv3D, nn.Conv1DTranspose,
-                   nn.Conv2DTranspose, nn.Conv3DTranspose)
-
+           "BAYESIAN_LAYERS", "current_names"]
 
 
 class PosteriorMismatchError(ValueError):
     """A posterior (or a posterior file) does not fit the network it is used with."""
-
-
-def _structural_params(net):
-    """``{structural name: Parameter}`` in the order ``save_parameters`` writes them."""
-    if not isinstance(net, gluon.Block):
-        raise TypeError(f"expected a gluon Block, got {type(net).__name__}")
-    # Block has no public accessor for save_parameters' structural names ("0.weight").
-    return net._collect_params_with_prefix()
-
-
-def bayesian_parameters(net, select=None):
-    """The parameters of ``net`` a posterior covers, by structural name.
-
-    Parameters
-    ----------
-    net : gluon.Block
-        An initialised network.
-    select : None, list of Blocks, str or callable, optional
-        Which parameters get a posterior. ``None`` (default): the weight and bias of every
-        layer in :data:`BAYESIAN_LAYERS` (Dense, Conv1D/2D/3D and their transposes). A list
-        of blocks: every trainable parameter of those blocks (e.g. ``[net[-1]]`` for a
-        last-layer posterior). A string: a regular expression searched in the structural
-        names (``"0.weight"``, ``"3.bias"``: those ``net.save_parameters`` writes). A
-        callable: ``select(name, parameter) -> bool``. Parameters that are not trained
-        (``grad_req='null'``, e.g. BatchNorm's running statistics) are never chosen.
-
-    Returns
-    -------
-    dict
-        ``{"0.weight": Parameter, "0.bias": Parameter, ...}`` in structural order; the
-        names are the same for every instance of one architecture.
-
-    Raises
-    ------
-    ValueError
-        If nothing is chosen, the selector is of an unknown kind, or a chosen parameter
-        has no value yet (not initialised, or deferred shapes not yet inferred).
-    """
-    named = _structural_params(net)
-    if select is None:
-        ids = set()
-
-        def visit(block):
-            if isinstance(block, BAYESIAN_LAYERS):
-                ids.update(id(p) for p in block.params.values())
-
-        net.apply(visit)
-        chosen = {k: p for k, p in named.items() if id(p) in ids}
-    elif isinstance(select, str):
-        pattern = re.compile(select)
-        chosen = {k: p for k, p in named.items() if pattern.search(k)}
-    elif isinstance(select, list | tuple) and all(isinstance(b, gluon.Block) for b in select):
-        ids = {id(p) for b in select for p in b.collect_params().values()}
-        chosen = {k: p for k, p in named.items() if id(p) in ids}
-    elif callable(select):
-        chosen = {k: p for k, p in named.items() if select(k, p)}
-    else:
-        raise ValueError("select must be None, a list of blocks, a regular expression or a "
-                         f"callable (name, parameter) -> bool, got {select!r}")
-    chosen = {k: p for k, p in chosen.items() if p.grad_req != "null"}
-    if not chosen:
-        raise ValueError("no parameters of the network were selected for a posterior "
-                         f"(select={select!r}; by default: the weights and biases of Dense "
-                         "and convolution layers)")
-    for key, param in chosen.items():
-        try:
-            param.data(param.list_ctx()[0])
-        except Exception:
-            raise ValueError(
-                f"the network is not initialised (parameter {key!r} has no value yet): call "
-                "net.initialize() and, for layers without in_units/in_channels, run one "
-                "batch through it before building the posterior"
-            ) from None
-    return chosen
 
 
 @dataclass
@@ -140,9 +63,36 @@ class WeightSample:
     eps_sq: mx.nd.NDArray
     ctx: mx.Context
 
+    @property
+    def num_weights(self):
+        """Number of weights drawn, :math:`n`."""
+        return sum(int(np.prod(s.shape)) for s in self.sigmas)
 
-class Posterior:
+    def log_q(self, log_sigmas=None):
+        r""":math:`\log q(w \mid \theta)` of these weights, summed over all of them; shape
+        ``(1,)``.
+
+        Since :math:`(w - \mu)/\sigma = \epsilon`,
+        :math:`\log q = -\sum \log\sigma - \tfrac12 \sum \epsilon^2 - \tfrac n2 \log 2\pi`:
+        the same value and gradient as the density written in :math:`w`, with one pass.
+        ``log_sigmas``: :math:`\log\sigma` per array, where the caller has them already.
+        """
+        if log_sigmas is None:
+            log_sigmas = [mx.nd.log(s) for s in self.sigmas]
+        total = ops.total(log_sigmas[0])
+        for ls in log_sigmas[1:]:
+            total = total + ops.total(ls)
+        return -total - 0.5 * self.eps_sq - self.num_weights * HALF_LOG_2PI
+
+
+class Posterior(gluon.Block):
     r"""Mean-field Gaussian posterior over chosen parameters of an initialised Gluon network.
+
+    A Gluon ``Block`` that owns one :math:`\mu` and one :math:`\rho` ``Parameter`` per
+    chosen array: ``collect_params()`` (or ``params``) goes to ``gluon.Trainer``,
+    ``save_parameters``/``load_parameters`` write and read them, ``initialize`` draws them
+    again, ``reset_ctx`` moves them. It is not called like a layer: :meth:`sample` draws
+    weights, and :func:`~bbb_gluon.use_weights` runs the network with them.
 
     Parameters
     ----------
@@ -172,15 +122,16 @@ class Posterior:
         Seeds the :math:`\mu` initialisation and the weight noise. ``None`` takes one from
         NumPy's global generator, so ``np.random.seed`` makes a notebook reproducible.
     prefix : str, default "posterior_"
-        Prefix of the Gluon parameter names.
+        Prefix of the Gluon parameter names, as for any Block.
 
     Attributes
     ----------
     params : gluon.ParameterDict
-        The :math:`\mu` and :math:`\rho` parameters, ``"<key>_mu"``, ``"<key>_rho"`` for
-        each key such as ``"0.weight"``; give it to ``gluon.Trainer``.
+        The :math:`\mu` and :math:`\rho` parameters (``collect_params()`` returns the
+        same ones), named ``"<prefix><key>_mu"``, ``"<prefix><key>_rho"`` for each key
+        such as ``"0.weight"``; give it to ``gluon.Trainer``.
     keys : list of str
-        Structural names of the Dense parameters (``"0.weight"``, ``"0.bias"``, ...).
+        Structural names of the chosen parameters (``"0.weight"``, ``"0.bias"``, ...).
     shapes : list of tuple
     num_weights : int
         Number of network weights and biases :math:`n`; the posterior has :math:`2n`
@@ -196,26 +147,59 @@ class Posterior:
         if sigma_init is not None:
             rho_init = ops.inverse_softplus(sigma_init)
         rho_range = check_rho_init(rho_init)
+        super().__init__(prefix=prefix)
         if seed is None:
             seed = int(np.random.randint(0, 2**31 - 1))
         self.seed = int(seed)
         self.keys = list(named)
         self.shapes = [tuple(p.shape) for p in named.values()]
-        self.contexts = named[self.keys[0]].list_ctx()
         self.num_weights = int(sum(int(np.prod(s)) for s in self.shapes))
-        self.params = gluon.ParameterDict(prefix)
+        self.rho_init = rho_range[0] if rho_range[0] == rho_range[1] else rho_range
+        self._draw = (mu_init, mu_scale, rho_range)
+        # "copy" starts mu at the network's weights whenever initialize() runs.
+        self._copy_from = [named[k] for k in self.keys] if mu_init == "copy" else None
         self._mu, self._rho = [], []
+        for key, shape in zip(self.keys, self.shapes, strict=True):
+            mu = self.params.get(f"{key}_mu", shape=shape, init=mx.init.Zero())
+            rho = self.params.get(f"{key}_rho", shape=shape, init=mx.init.Constant(rho_range[0]))
+            # Registered as the Block's own parameters under the names save_parameters
+            # writes ("0.weight_mu"); setattr is Gluon's way, and accepts the dot.
+            setattr(self, f"{key}_mu", mu)
+            setattr(self, f"{key}_rho", rho)
+            self._mu.append(mu)
+            self._rho.append(rho)
+        self.initialize(ctx=named[self.keys[0]].list_ctx())
+        self.noise = NoiseSource(self.num_weights, seed=self.seed)
+
+    def initialize(self, init=None, ctx=None, verbose=False, force_reinit=False):
+        r"""Draw :math:`\mu` and :math:`\rho` as ``mu_init`` and ``rho_init`` say (the
+        same draws for the same seed) on ``ctx`` (default: where they live now).
+
+        The constructor calls it; call it again with ``force_reinit=True`` to start over.
+        Without it, an initialised posterior is left as it is, with Gluon's warning.
+        ``init`` must be None: the posterior's own settings are its initialiser.
+        ``verbose`` is accepted for Gluon's signature and has nothing to say.
+        """
+        del verbose
+        if init is not None:
+            raise ValueError("a posterior is initialised by its mu_init and rho_init "
+                             "settings; build a new Posterior for other ones")
+        if self._initialised() and not force_reinit:
+            warnings.warn(f"{self!r} is already initialised, ignoring; set "
+                          "force_reinit=True to draw mu and rho again", stacklevel=2)
+            return
+        ctx = ctx or self.contexts
+        mu_init, mu_scale, rho_range = self._draw
         rng = np.random.default_rng([self.seed, 1])
         # A stream of its own, so a constant rho_init leaves the mu draws as they were.
         rho_rng = np.random.default_rng([self.seed, 2])
-        for key, shape in zip(self.keys, self.shapes, strict=True):
-            mu = self.params.get(f"{key}_mu", shape=shape, init=mx.init.Zero())
-            rho = self.params.get(f"{key}_rho", shape=shape,
-                                  init=mx.init.Constant(rho_range[0]))
-            mu.initialize(ctx=self.contexts)
-            rho.initialize(ctx=self.contexts)
+        for i, (mu, rho, shape) in enumerate(zip(self._mu, self._rho, self.shapes,
+                                                 strict=True)):
+            mu.initialize(ctx=ctx, force_reinit=True)
+            rho.initialize(ctx=ctx, force_reinit=True)
             if mu_init == "copy":
-                mu.set_data(named[key].data(self.contexts[0]).copy())
+                source = self._copy_from[i]
+                mu.set_data(source.data(source.list_ctx()[0]).copy())
             elif mu_init == "uniform":
                 mu.set_data(mx.nd.array(rng.uniform(-mu_scale, mu_scale, shape)
                                         .astype(np.float32)))
@@ -223,10 +207,13 @@ class Posterior:
                 mu.set_data(mx.nd.array(rng.normal(0.0, mu_scale, shape).astype(np.float32)))
             if rho_range[0] != rho_range[1]:
                 rho.set_data(mx.nd.array(rho_rng.uniform(*rho_range, shape).astype(np.float32)))
-            self._mu.append(mu)
-            self._rho.append(rho)
-        self.rho_init = rho_range[0] if rho_range[0] == rho_range[1] else rho_range
-        self.noise = NoiseSource(self.num_weights, seed=self.seed)
+
+    def _initialised(self):
+        try:
+            self._mu[0].list_ctx()
+        except RuntimeError:  # Gluon's answer for a parameter without a value
+            return False
+        return True
 
     def close(self):
         """End the thread that draws the weight noise ahead (it also ends when the
@@ -237,6 +224,11 @@ class Posterior:
     def __repr__(self):
         return (f"Posterior({len(self.keys)} arrays, {self.num_weights:,} weights, "
                 f"{2 * self.num_weights:,} variational parameters)")
+
+    @property
+    def contexts(self):
+        """The contexts :math:`\\mu` and :math:`\\rho` live on."""
+        return self._mu[0].list_ctx()
 
     @property
     def mu_parameters(self):
@@ -325,18 +317,9 @@ class Posterior:
         return WeightSample(weights, mus, sigmas, eps_sq, ctx)
 
     def log_q(self, sample, log_sigmas=None):
-        r""":math:`\log q(w \mid \theta)` of a sample, summed over all weights; shape ``(1,)``.
-
-        Since :math:`(w - \mu)/\sigma = \epsilon`,
-        :math:`\log q = -\sum \log\sigma - \tfrac12 \sum \epsilon^2 - \tfrac n2 \log 2\pi`:
-        the same value and gradient as the density written in :math:`w`, with one pass.
-        """
-        if log_sigmas is None:
-            log_sigmas = [mx.nd.log(s) for s in sample.sigmas]
-        total = ops.total(log_sigmas[0])
-        for ls in log_sigmas[1:]:
-            total = total + ops.total(ls)
-        return -total - 0.5 * sample.eps_sq - self.num_weights * HALF_LOG_2PI
+        r""":math:`\log q(w \mid \theta)` of a sample, summed over all weights; shape
+        ``(1,)`` (see :meth:`WeightSample.log_q`)."""
+        return sample.log_q(log_sigmas)
 
     # --- the network -------------------------------------------------------------
     def check_net(self, net):
@@ -365,59 +348,69 @@ class Posterior:
         list), as ``ParameterDict.reset_ctx`` does; move the network with
         ``net.collect_params().reset_ctx(ctx)``."""
         self.params.reset_ctx(ctx)
-        self.contexts = self._mu[0].list_ctx()
 
     # --- persistence -----------------------------------------------------------------
-    def save_parameters(self, filename):
-        """Write mu and rho as Gluon's ``save_parameters`` does: one
-        ``nd.save`` file of named arrays, ``"<key>_mu"`` and ``"<key>_rho"`` (e.g.
-        ``"0.weight_mu"``), written atomically."""
-        atomic_nd_save(filename, {f"{key}_{part}": p.data(self.contexts[0])
-                                  for key, mu, rho in zip(self.keys, self._mu, self._rho,
-                                                          strict=True)
-                                  for part, p in (("mu", mu), ("rho", rho))})
+    def save_parameters(self, filename, deduplicate=False):
+        """Write :math:`\\mu` and :math:`\\rho` as Gluon's ``Block.save_parameters`` does,
+        one ``nd.save`` file of arrays named ``"<key>_mu"`` and ``"<key>_rho"`` (e.g.
+        ``"0.weight_mu"``), but atomically: a crash while writing leaves the old file.
+        ``deduplicate`` is accepted for Gluon's signature; a posterior shares nothing."""
+        del deduplicate
+        atomic_nd_save(filename, {name: p.data(self.contexts[0])
+                                  for name, p in self._collect_params_with_prefix().items()})
 
-    def load_parameters(self, filename, ctx=None):
-        """Read a file written by :meth:`save_parameters` (every name present, same
-        shapes, nothing else); ``ctx``, if given, moves the posterior there first."""
-        arrays = read_nd_file(filename)
-        wanted = {f"{k}_{part}": s for k, s in zip(self.keys, self.shapes, strict=True)
-                  for part in ("mu", "rho")}
+    def load_parameters(self, filename, ctx=None, allow_missing=False, ignore_extra=False):
+        """Read a file written by :meth:`save_parameters` (or by :meth:`save` in its
+        first format, whose ``"<key>|mu"`` names and layout entry it also reads).
+
+        As Gluon's ``load_parameters``: every array present with the same shape and
+        nothing else, unless ``allow_missing`` / ``ignore_extra``; ``ctx``, if given, moves
+        the posterior there first. Nothing is changed when the file does not fit
+        (:class:`PosteriorMismatchError`, naming the arrays).
+        """
+        arrays = current_names(read_nd_file(filename))
+        if not any(k.endswith(("_mu", "_rho")) for k in arrays):
+            raise PosteriorMismatchError(f"{filename} is not a bbb_gluon posterior file (no "
+                                         f"mu or rho arrays; it holds {sorted(arrays)[:4]})")
+        params = self._collect_params_with_prefix()
+        wanted = {name: tuple(p.shape) for name, p in params.items()}
         theirs = {k: tuple(v.shape) for k, v in arrays.items()}
+        if allow_missing:
+            wanted = {k: v for k, v in wanted.items() if k in theirs}
+        if ignore_extra:
+            theirs = {k: v for k, v in theirs.items() if k in wanted}
         if wanted != theirs:
             raise PosteriorMismatchError(
                 f"{filename}: " + _describe_mismatch(wanted, theirs, "posterior", "file"))
         if ctx is not None:
             self.reset_ctx(ctx)
-        for key, mu, rho in zip(self.keys, self._mu, self._rho, strict=True):
-            mu.set_data(arrays[f"{key}_mu"])
-            rho.set_data(arrays[f"{key}_rho"])
+        for name in wanted:
+            params[name].set_data(arrays[name])
 
     def save(self, path):
-        """Write :math:`\\mu`, :math:`\\rho` and the layout to one file, atomically."""
-        arrays = {}
-        for key, mu, rho in zip(self.keys, self._mu, self._rho, strict=True):
-            arrays[f"{key}|mu"] = mu.data(self.contexts[0])
-            arrays[f"{key}|rho"] = rho.data(self.contexts[0])
-        layout = {"keys": self.keys, "shapes": [list(s) for s in self.shapes],
-                  "seed": self.seed, "format": "bbb_gluon.posterior/1"}
-        arrays["__layout__"] = json_array(layout)
-        atomic_nd_save(path, arrays)
+        """:meth:`save_parameters` under its older name (unlike ``Block.save``, which
+        writes an architecture too: a posterior's architecture is its network's)."""
+        self.save_parameters(path)
 
     def load(self, path):
-        """Read a file written by :meth:`save`; layout must match exactly."""
-        arrays = read_nd_file(path)
-        if "__layout__" not in arrays:
-            raise PosteriorMismatchError(f"{path} is not a bbb_gluon posterior file")
-        layout = array_json(arrays.pop("__layout__"))
-        theirs = {k: tuple(s) for k, s in zip(layout["keys"], layout["shapes"], strict=True)}
-        mine = dict(zip(self.keys, self.shapes, strict=True))
-        if mine != theirs:
-            raise PosteriorMismatchError(
-                f"{path}: " + _describe_mismatch(mine, theirs, "posterior", "file"))
-        for key, mu, rho in zip(self.keys, self._mu, self._rho, strict=True):
-            mu.set_data(arrays[f"{key}|mu"])
-            rho.set_data(arrays[f"{key}|rho"])
+        """:meth:`load_parameters` under its older name."""
+        self.load_parameters(path)
+
+
+def current_names(arrays):
+    """``arrays`` with the names of the package's first format (``"<key>|mu"``,
+    ``"<key>|rho"`` and a ``"__layout__"`` entry, written by ``Posterior.save`` and inside
+    training checkpoints) turned into the one format, ``"<key>_mu"``/``"<key>_rho"``, so
+    files written then still load."""
+    out = {}
+    for name, value in arrays.items():
+        if name == "__layout__":
+            continue
+        for old, new in (("|mu", "_mu"), ("|rho", "_rho")):
+            if name.endswith(old):
+                name = name[:-len(old)] + new
+        out[name] = value
+    return out
 
 
 def check_rho_init(rho_init):

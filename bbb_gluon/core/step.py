@@ -232,6 +232,8 @@ def first_not_finite(named_arrays):
     return None
 
 
+# Twelve parameters: a BBBStep's state (its first four and ``samples``) and one call's
+# arguments, apart so that tests can drive this engine on fixed noise without a BBBStep.
 def reference_step(net, posterior, loss_fn, trainer, X, y, batch_index, ctxs, samples=1,
                    eps=None, step_size=None, batch_size=None):
     """One update with MXNet operators and autograd through ``loss_fn`` (a BBBLoss); the
@@ -251,11 +253,11 @@ def reference_step(net, posterior, loss_fn, trainer, X, y, batch_index, ctxs, sa
                     outs.append(net(xb))
             if samples == 1:
                 outs, draws = outs[0], draws[0]
-            loss = loss_fn(outs, yb, draws, batch_index, batch_size)
-            losses.append(loss)
-            nlls.append(loss.sum() - loss_fn.last_complexity)
+            nll, cost = loss_fn.costs(outs, yb, draws, batch_index)
+            losses.append(loss_fn.combine(nll, cost, batch_index, batch_size))
+            nlls.append(nll.sum())
             if k == 0:
-                complexity = loss_fn.last_complexity_cost
+                complexity = cost
     autograd.backward(losses)
     trainer.step(batch_size if step_size is None else step_size)
     if complexity is not None:

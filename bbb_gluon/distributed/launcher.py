@@ -159,6 +159,7 @@ def _stop(processes, grace=5.0):
             p.reader.join(timeout=2)
 
 
+# A user's entry point (and the command's): every keyword is documented with its default.
 def launch(command, num_workers=2, num_servers=1, timeout=None, threads=None,
            host="127.0.0.1", port=None, ssh_hosts=None, echo=True, tail=20, env=None,
            interrupt_grace=120.0):

@@ -16,36 +16,44 @@ from .._files import (
     json_array,
     read_nd_file,
 )
-from ..core.posterior import Posterior, PosteriorMismatchError, _structural_params
+from ..core.posterior import (
+    Posterior,
+    PosteriorMismatchError,
+    _structural_params,
+    current_names,
+)
 from .config import _ARCH_FIELDS, _FREE_FIELDS, TrainConfig
 from .model import _build
 
 __all__ = ["load_run", "CheckpointError"]
 
 
-_FORMAT = "bbb_gluon.checkpoint/1"
+_FORMAT = "bbb_gluon.checkpoint/2"
+# Format 1 named the posterior's arrays "<key>|mu"; it is still read.
+_FORMATS_READ = ("bbb_gluon.checkpoint/1", _FORMAT)
 
 
 class CheckpointError(ValueError):
     """A run folder or checkpoint that cannot be used (missing, corrupt, or another model)."""
 
 
-_LOSS = "loss:"  # prefix of a loss's own parameters (a learned noise scale) in checkpoints
+# Prefixes of the posterior's and the loss's own parameters in checkpoints: each under the
+# names its save_parameters writes ("posterior:0.weight_mu", "loss:noise_rho"), beside the
+# network's other parameters under theirs ("0.weight" where it has no posterior).
+_POSTERIOR = "posterior:"
+_LOSS = "loss:"
 
 
 def _model_arrays(net, posterior, loss=None):
-    """Every array that defines the model: mu and rho of the posterior (``"<key>|mu"``),
-    the network's other parameters, BatchNorm statistics included, under their names, and
-    the parameters of a loss that has some (``"loss:<name>"``)."""
+    """Every array that defines the model: the posterior's mu and rho, the network's other
+    parameters, BatchNorm statistics included, and the parameters of a loss that has some
+    (a learned noise scale)."""
     out = {}
-    if loss is not None:
-        out.update({_LOSS + k: p.data(p.list_ctx()[0])
-                    for k, p in _structural_params(loss).items()})
+    for prefix, block in ((_LOSS, loss), (_POSTERIOR, posterior)):
+        if block is not None:
+            out.update({prefix + k: p.data(p.list_ctx()[0])
+                        for k, p in _structural_params(block).items()})
     covered = set(posterior.keys) if posterior is not None else set()
-    if posterior is not None:
-        for key, mu, rho in zip(posterior.keys, posterior.mu(), posterior.rho(), strict=True):
-            out[f"{key}|mu"] = mu
-            out[f"{key}|rho"] = rho
     for k, p in _structural_params(net).items():
         if k not in covered:
             out[k] = p.data(p.list_ctx()[0])
@@ -54,26 +62,30 @@ def _model_arrays(net, posterior, loss=None):
 
 def _set_model_arrays(arrays, net, posterior, path, loss=None):
     targets = {}
-    if loss is not None:
-        targets.update({_LOSS + k: (p, p.shape) for k, p in _structural_params(loss).items()})
-    else:  # reading a run back without its loss: its parameters are not needed
+    if loss is None:  # reading a run back without its loss: its parameters are not needed
         arrays = {k: v for k, v in arrays.items() if not k.startswith(_LOSS)}
+    for prefix, block in ((_LOSS, loss), (_POSTERIOR, posterior)):
+        if block is not None:
+            targets.update({prefix + k: p for k, p in _structural_params(block).items()})
     covered = set(posterior.keys) if posterior is not None else set()
-    if posterior is not None:
-        for key, shape, mu, rho in zip(posterior.keys, posterior.shapes,
-                                       posterior.mu_parameters, posterior.rho_parameters,
-                                       strict=True):
-            targets[f"{key}|mu"] = (mu, shape)
-            targets[f"{key}|rho"] = (rho, shape)
-    targets.update({k: (p, p.shape) for k, p in _structural_params(net).items()
-                    if k not in covered})
+    targets.update({k: p for k, p in _structural_params(net).items() if k not in covered})
     if set(targets) != set(arrays):
         raise CheckpointError(f"{path} holds parameters of another architecture")
-    for name, (param, shape) in targets.items():
-        if tuple(arrays[name].shape) != tuple(shape):
+    for name, param in targets.items():
+        if tuple(arrays[name].shape) != tuple(param.shape):
             raise CheckpointError(f"{path}: {name} has shape {arrays[name].shape}, "
-                                  f"this model needs {shape}")
+                                  f"this model needs {param.shape}")
         param.set_data(arrays[name])
+
+
+def _posterior_names(arrays):
+    """Checkpoints of the first format hold the posterior as ``"<key>|mu"`` and
+    ``"<key>|rho"``: the same arrays under today's names, so that those runs resume and
+    load."""
+    old = {k: v for k, v in arrays.items() if k.endswith(("|mu", "|rho"))}
+    out = {k: v for k, v in arrays.items() if k not in old}
+    out.update({_POSTERIOR + k: v for k, v in current_names(old).items()})
+    return out
 
 
 def _save_checkpoint(path, net, posterior, trainers, meta, loss=None):
@@ -106,11 +118,11 @@ def _read_checkpoint(path):
         raise CheckpointError(f"no checkpoint at {path}") from None
     except (ValueError, KeyError, UnicodeDecodeError):
         raise CheckpointError(f"{path} is corrupt or not a bbb_gluon checkpoint") from None
-    if meta.get("format") != _FORMAT:
+    if meta.get("format") not in _FORMATS_READ:
         raise CheckpointError(f"{path} is not a bbb_gluon checkpoint")
     meta["trainer_states"] = None if trainer_blob is None else array_bytes(trainer_blob)
     meta["other_trainer_states"] = extra_blobs
-    return arrays, meta
+    return _posterior_names(arrays), meta
 
 
 def _load_trainer_states(trainer, blob):
@@ -195,7 +207,8 @@ def load_run(run_dir, which="best", ctx=None, net=None):
     if net is None:
         net, posterior = _build(config, [ctx or mx.current_context()])
     else:
-        covered = {k[:-3] for k in arrays if k.endswith("|mu")}
+        covered = {k[len(_POSTERIOR):-3] for k in arrays
+                   if k.startswith(_POSTERIOR) and k.endswith("_mu")}
         posterior = Posterior(net, seed=config.seed, select=lambda key, _: key in covered) \
             if covered else None
     try:

@@ -56,6 +56,8 @@ class TrainResult:
     interrupted: bool = False
 
 
+# The user's one call to train: each of its keywords is documented with its default (the
+# settings of the training itself live in TrainConfig).
 def fit(config, train, valid=None, run_dir=None, ctx=None, resume=False, progress=True,
         stop_after_batches=None, extra_config=None, restore_best=False, test=None,
         net=None, posterior=None, loss=None, kvstore=None):

@@ -85,6 +85,7 @@ class _Progress:
                 "best": self.best, "noise": noise, **run.setup}
 
 
+# fit's own parameters, handed on as they came, so that every check reads the user's input.
 def prepare(config, train, valid, test, run_dir, ctx, resume, net, posterior, loss, kvstore):
     """Check the user's input, then build a ``_Run`` (see :func:`~bbb_gluon.training.fit`
     for the arguments). Every check of the input comes before anything is written (the
@@ -182,9 +183,8 @@ def _model(config, net, posterior, loss, ctxs, group, kvstore, num_batches):
             params.update(loss.collect_params())
         return net, None, loss_fn, None, [_make_trainer(config, params, ctxs, group,
                                                         kvstore)], 0.0
-    for name, param in posterior.params.items():
-        if name.endswith("_rho"):
-            param.lr_mult = config.rho_lr_mult
+    for param in posterior.rho_parameters:
+        param.lr_mult = config.rho_lr_mult
     rest = posterior.deterministic_params(net)
     if loss is not None:
         rest.update(loss.collect_params())
