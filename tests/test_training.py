@@ -1272,3 +1272,33 @@ def test_write_report_evaluates_the_best_and_the_last_checkpoint(mnist_300, tmp_
         net, posterior, _, _ = load_run(run_dir, which)
         assert errors["test_error_means"] == error_rate(predict_proba(net, X, posterior, 0), y)
         assert errors["test_samples"] == 4 and 0 <= errors["test_error_mc"] <= 1
+
+
+def test_the_first_nonfinite_batch_is_found_from_the_running_sum():
+    from bbb_gluon.training.guards import _first_nonfinite
+
+    nd, nan, inf = mx.nd, float("nan"), float("inf")
+    recent = [(3, nd.array([1.0]), None), (4, nd.array([nan]), None),
+              (5, nd.array([inf]), nd.array([1.0]))]
+    assert _first_nonfinite(nd.array([nan]), recent) == 4
+    assert _first_nonfinite(nd.array([2.0]), recent) == -1  # a finite sum: nothing is read
+    assert _first_nonfinite(nd.array([nan]), [(2, nd.array([1.0]), nd.array([nan]))]) == 2
+    # every cost finite and their sum not: it overflowed by the last one
+    assert _first_nonfinite(nd.array([inf]), [(7, nd.array([3e38]), None),
+                                              (8, nd.array([3e38]), None)]) == 8
+
+
+@pytest.mark.parametrize("model", ["bbb", "plain"])
+def test_a_stop_after_divergence_saves_nothing_and_says_diverged(mnist_300, tmp_path, model):
+    """A stop inside the epoch that diverged (here after all five of its batches but the
+    last, so the end-of-epoch check has not run) raises TrainingDiverged instead of saving
+    the non-finite state as a checkpoint to resume from."""
+    config = tiny(model, epochs=3, optimizer="sgd", lr=0.05, lr_decay_epochs=(1,),
+                  lr_decay_factor=1e12)
+    run_dir = tmp_path / "run"
+    with pytest.raises(TrainingDiverged) as info:
+        fit(config, mnist_300.train, mnist_300.valid, run_dir=run_dir, progress=False,
+            stop_after_batches=9)
+    assert info.value.epoch == 2
+    _, _, _, meta = load_run(run_dir, "latest")
+    assert meta["epoch"] == 1 and not meta.get("partial")

@@ -3,9 +3,8 @@
 (``TrainingDiverged``), agreed by every worker of a distributed run.
 """
 
+import math
 import signal
-
-import mxnet as mx
 
 from ..core.step import NotFiniteError, first_not_finite
 from .checkpoint import _model_arrays
@@ -48,15 +47,26 @@ def _reduce_costs(group, acc_nll, acc_cplx):
     return float(nll), float(cplx) / group.num_workers
 
 
-def _track_nonfinite(first_bad, running_cost, batch):
-    """``first_bad`` with ``batch`` put in if it is still -1 and the running cost is not
-    finite (a NaN or infinity stays in a running sum, so the first one is caught)."""
-    newly = (first_bad < 0) * (1 - mx.nd.contrib.isfinite(running_cost))
-    return first_bad + newly * (batch + 1)
+def _first_nonfinite(running_cost, recent):
+    """The batch (0-based) of the first cost that is not finite among ``recent``, the
+    ``(batch, nll, complexity)`` of the steps since the last look, or -1 if there is none.
+
+    A NaN or an infinity stays in a running sum, so one host read of ``running_cost``
+    answers the usual case, and the steps' own costs are read only on the way to an error;
+    tracking the first bad batch on the device took eight small operators every step.
+    """
+    if math.isfinite(float(running_cost.asscalar())):
+        return -1
+    for batch, *costs in recent:
+        if any(c is not None and not math.isfinite(float(c.asscalar())) for c in costs):
+            return batch
+    # Every cost finite and their sum not: it overflowed by the last step.
+    return recent[-1][0] if recent else 0
 
 
-def _raise_if_diverged(first_bad, acc_nll, acc_cplx, epoch, run_dir, elsewhere=False):
-    bad = int(first_bad.asscalar())
+def _raise_if_diverged(bad, acc_nll, acc_cplx, epoch, run_dir, elsewhere=False):
+    """Raise :class:`TrainingDiverged` if batch ``bad`` (0-based; -1: none) had a cost
+    that is not finite here, or, with ``elsewhere``, on another worker."""
     if bad < 0 and elsewhere:
         raise TrainingDiverged(
             f"training diverged in epoch {epoch + 1}: the cost of another worker is not "

@@ -15,9 +15,10 @@ independent estimates of the gradient; given the same noise they give exactly th
 single-device step.
 """
 
+import math
 import signal
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import mxnet as mx
 import numpy as np
@@ -32,9 +33,9 @@ from .config import TrainConfig
 from .guards import (
     TrainingInterrupted,
     _check_parameters,
+    _first_nonfinite,
     _raise_if_diverged,
     _reduce_costs,
-    _track_nonfinite,
 )
 from .history import _epoch_row, _write_history
 from .prepare import _Progress, prepare, write_config
@@ -204,7 +205,8 @@ class _EpochSums:
 
     nll: mx.nd.NDArray
     complexity: mx.nd.NDArray
-    first_bad: mx.nd.NDArray  # the first batch whose cost was not finite, or -1
+    first_bad: int = -1  # the first batch whose cost was not finite, or -1
+    recent: list = field(default_factory=list)  # (batch, nll, complexity) since the last look
     measured: int = 0  # batches whose complexity cost was computed
     seconds: float = 0.0
     examples: int = 0
@@ -215,8 +217,7 @@ def _train_epoch(run, done, epoch, stop, progress):
     """One epoch's steps (from the saved batch on, for the epoch a stop interrupted)."""
     config, group, ctx = run.config, run.group, run.ctxs[0]
     skip = done.batch if epoch == done.epoch else 0
-    sums = _EpochSums(mx.nd.zeros((1,), ctx=ctx), mx.nd.zeros((1,), ctx=ctx),
-                      mx.nd.full((1,), -1.0, ctx=ctx))
+    sums = _EpochSums(mx.nd.zeros((1,), ctx=ctx), mx.nd.zeros((1,), ctx=ctx))
     if skip and done.partial:
         # The saved likelihood cost is already the sum over the workers: one of them
         # carries it on, or the epoch's sum would count it once per worker.
@@ -240,7 +241,7 @@ def _train_epoch(run, done, epoch, stop, progress):
             sums.complexity += cplx
             sums.measured += 1
         stop.batches += 1
-        sums.first_bad = _track_nonfinite(sums.first_bad, sums.nll + sums.complexity, i)
+        sums.recent.append((i, nll, cplx))
         if report or i + 1 == run.num_batches:
             _check_costs(run, sums, epoch, stop)
         if report and progress:
@@ -282,15 +283,22 @@ def _check_costs(run, sums, epoch, stop):
     """At a report: raise if a cost was not finite; in a distributed run, agree with the
     other workers on that and on a stop request, so that all stop at the same batch (one
     that went on alone would wait for the others' gradients for ever)."""
+    _look_for_nonfinite(sums)
     if not run.group.distributed:
         _raise_if_diverged(sums.first_bad, sums.nll, sums.complexity, epoch, run.run_dir)
         return
-    bad, agreed = run.group.allreduce([float(sums.first_bad.asscalar()) >= 0,
-                                       stop.signals.requested])
+    bad, agreed = run.group.allreduce([sums.first_bad >= 0, stop.signals.requested])
     if bad:
         _raise_if_diverged(sums.first_bad, sums.nll, sums.complexity, epoch, run.run_dir,
                            elsewhere=True)
     stop.agreed = agreed > 0
+
+
+def _look_for_nonfinite(sums):
+    """Note in ``sums`` the first batch since the last look whose cost was not finite."""
+    if sums.first_bad < 0:
+        sums.first_bad = _first_nonfinite(sums.nll + sums.complexity, sums.recent)
+    sums.recent.clear()
 
 
 def _show_costs(bar, run, sums, i):
@@ -303,6 +311,10 @@ def _show_costs(bar, run, sums, i):
 def _save_partial(run, done, epoch, sums):
     """A stop inside ``epoch``: the latest checkpoint at its batch, with its running sums."""
     nll_sum, cplx_sum = _reduce_costs(run.group, sums.nll, sums.complexity)
+    if not math.isfinite(nll_sum + cplx_sum):  # the same sums on every worker
+        _look_for_nonfinite(sums)
+        _raise_if_diverged(sums.first_bad, sums.nll, sums.complexity, epoch, run.run_dir,
+                           elsewhere=sums.first_bad < 0)
     if run.writer:
         part = {"nll": nll_sum, "complexity_sum": cplx_sum, "measured": sums.measured,
                 "seconds": sums.seconds}
@@ -313,6 +325,7 @@ def _save_partial(run, done, epoch, sums):
 def _end_epoch(run, done, epoch, sums, restore_best):
     """Check and evaluate the finished epoch, record it, and save the checkpoints; return
     a copy of the weights when they are the best yet and ``restore_best`` wants them."""
+    _look_for_nonfinite(sums)
     _raise_if_diverged(sums.first_bad, sums.nll, sums.complexity, epoch, run.run_dir)
     _check_parameters(run.net, run.posterior, epoch, run.run_dir, run.loss)
     nll_sum, cplx_sum = _reduce_costs(run.group, sums.nll, sums.complexity)
