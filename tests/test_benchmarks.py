@@ -1,6 +1,7 @@
 """The benchmark script still runs (tiny mode: a few batches; never a timed test)."""
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -88,3 +89,12 @@ def test_memory_benchmark_runs():
     assert done.returncode == 0, done.stderr[-2000:]
     assert "every peak within its bound" in done.stdout
     assert done.stdout.count("predict_proba") == 2 and done.stdout.count("evaluate ") == 2
+
+
+def test_fit_reports_benchmark_runs_in_tiny_mode(data_root):
+    env = {**os.environ, "BBB_GLUON_DATA": str(data_root)}
+    done = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "bench_fit_reports.py"),
+                           "--tiny", "--epochs", "1"], capture_output=True, text=True,
+                          timeout=300, env=env)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "log_every=50:" in done.stdout and "log_every=10:" in done.stdout
