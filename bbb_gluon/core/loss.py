@@ -97,16 +97,11 @@ def complexity_cost(sample, prior, kind="mc"):
     if kind == "kl":
         terms = [prior.kl(m, s, ls) for m, s, ls in
                  zip(sample.mus, sample.sigmas, log_sigmas, strict=True)]
-        cost = terms[0]
-        for t in terms[1:]:
-            cost = cost + t
-        return cost
+        return sum(terms[1:], terms[0])
     if kind != "mc":
         raise ValueError(f"unknown complexity cost {kind!r}; choose 'mc' or 'kl'")
-    log_p = prior.log_prob(sample.weights[0])
-    for w in sample.weights[1:]:
-        log_p = log_p + prior.log_prob(w)
-    return sample.log_q(log_sigmas) - log_p
+    log_p = [prior.log_prob(w) for w in sample.weights]
+    return sample.log_q(log_sigmas) - sum(log_p[1:], log_p[0])
 
 
 class GaussianNLLLoss(Loss):
@@ -293,18 +288,11 @@ class BBBLoss(Loss):
         if isinstance(pred, list | tuple):
             if not isinstance(sample, list | tuple) or len(sample) != len(pred):
                 raise ValueError("with several outputs, pass one WeightSample per output")
-            parts = [self.costs(p, label, s, batch_index)
-                     for p, s in zip(pred, sample, strict=True)]
-            nll = parts[0][0]
-            for part in parts[1:]:
-                nll = nll + part[0]
-            cost = None
-            if parts[0][1] is not None:
-                cost = parts[0][1]
-                for part in parts[1:]:
-                    cost = cost + part[1]
-                cost = cost / len(pred)
-            return nll / len(pred), cost
+            nlls, cs = zip(*(self.costs(p, label, s, batch_index)
+                             for p, s in zip(pred, sample, strict=True)), strict=True)
+            # Python's sum keeps the order of a running sum (mx.nd.add_n does not).
+            nll = sum(nlls[1:], nlls[0]) / len(pred)
+            return nll, None if cs[0] is None else sum(cs[1:], cs[0]) / len(pred)
         self._check(pred, label)
         if isinstance(self.likelihood, Loss):
             nll = self.likelihood(pred, label).reshape((-1,))

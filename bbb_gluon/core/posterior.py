@@ -79,10 +79,9 @@ class WeightSample:
         """
         if log_sigmas is None:
             log_sigmas = [mx.nd.log(s) for s in self.sigmas]
-        total = ops.total(log_sigmas[0])
-        for ls in log_sigmas[1:]:
-            total = total + ops.total(ls)
-        return -total - 0.5 * self.eps_sq - self.num_weights * HALF_LOG_2PI
+        totals = [ops.total(ls) for ls in log_sigmas]
+        return (-sum(totals[1:], totals[0]) - 0.5 * self.eps_sq
+                - self.num_weights * HALF_LOG_2PI)
 
 
 class Posterior(gluon.Block):
