@@ -49,7 +49,8 @@ def _reduce_costs(group, acc_nll, acc_cplx):
 
 def _first_nonfinite(running_cost, recent):
     """The batch (0-based) of the first cost that is not finite among ``recent``, the
-    ``(batch, nll, complexity)`` of the steps since the last look, or -1 if there is none.
+    ``(batch, nll, complexity)`` of the steps since the last look (at least one), or -1 if
+    there is none.
 
     A NaN or an infinity stays in a running sum, so one host read of ``running_cost``
     answers the usual case, and the steps' own costs are read only on the way to an error;
@@ -61,7 +62,7 @@ def _first_nonfinite(running_cost, recent):
         if any(c is not None and not math.isfinite(float(c.asscalar())) for c in costs):
             return batch
     # Every cost finite and their sum not: it overflowed by the last step.
-    return recent[-1][0] if recent else 0
+    return recent[-1][0]
 
 
 def _raise_if_diverged(bad, acc_nll, acc_cplx, epoch, run_dir, elsewhere=False):

@@ -295,8 +295,9 @@ def _check_costs(run, sums, epoch, stop):
 
 
 def _look_for_nonfinite(sums):
-    """Note in ``sums`` the first batch since the last look whose cost was not finite."""
-    if sums.first_bad < 0:
+    """Note in ``sums`` the first batch since the last look whose cost was not finite
+    (nothing to read when no batch ran since: the end of an epoch after its last report)."""
+    if sums.first_bad < 0 and sums.recent:
         sums.first_bad = _first_nonfinite(sums.nll + sums.complexity, sums.recent)
     sums.recent.clear()
 
