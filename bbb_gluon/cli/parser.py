@@ -342,25 +342,29 @@ def _add_bandit(sub):
     p.add_argument("--threads", type=int, default=None,
                    help="OpenMP threads (default $OMP_NUM_THREADS, else every core)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    from ..bandit import GREEDY_LR
+
     d = bandit_defaults()
     g = p.add_argument_group("the protocol (the paper's)")
-    g.add_argument("--buffer", type=int, default=d.capacity, help="interactions kept (4096)")
-    g.add_argument("--updates", type=int, default=d.updates, help="updates per step (64)")
-    g.add_argument("--batch", type=int, default=d.batch, help="minibatch size (64)")
-    g.add_argument("--hidden", type=int, default=d.hidden, help="units per layer (100)")
+    g.add_argument("--buffer", type=int, default=d.capacity,
+                   help=f"interactions kept ({d.capacity})")
+    g.add_argument("--updates", type=int, default=d.updates, help=f"updates per step ({d.updates})")
+    g.add_argument("--batch", type=int, default=d.batch, help=f"minibatch size ({d.batch})")
+    g.add_argument("--hidden", type=int, default=d.hidden, help=f"units per layer ({d.hidden})")
     g.add_argument("--act-samples", type=int, default=d.act_samples,
-                   help="weight samples averaged per Thompson decision (2)")
+                   help=f"weight samples averaged per Thompson decision ({d.act_samples})")
     g.add_argument("--agents", default=None, metavar="NAMES",
                    help="run only these agents, comma-separated (default: all four: "
                         "bayes-by-backprop, greedy, 1%%-greedy, 5%%-greedy)")
     g = p.add_argument_group("choices the paper leaves open (defaults: docs/RESULTS.md)")
     g.add_argument("--optimizer", choices=("adam", "sgd"), default=d.optimizer)
     g.add_argument("--lr", type=float, default=d.lr,
-                   help="Bayes by Backprop's learning rate (3e-4)")
+                   help=f"Bayes by Backprop's learning rate ({d.lr:g})")
     g.add_argument("--greedy-lr", type=float, default=None,
-                   help="the epsilon-greedy agents' learning rate (default: their own, 1e-3)")
+                   help="the epsilon-greedy agents' learning rate (default: their own, "
+                        f"{GREEDY_LR:g})")
     g.add_argument("--rho-lr-mult", type=float, default=d.rho_lr_mult,
-                   help="rho's learning rate as a multiple of the agent's (1)")
+                   help=f"rho's learning rate as a multiple of the agent's ({d.rho_lr_mult:g})")
     g.add_argument("--prior", choices=("mixture", "gaussian"), default=d.prior)
     g.add_argument("--pi", type=float, default=d.prior_pi, help="scale-mixture weight")
     g.add_argument("--log-sigma1", type=float, default=round(math.log(d.prior_sigma1), 6))
