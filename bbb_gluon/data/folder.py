@@ -17,9 +17,10 @@ ENV_VAR = "BBB_GLUON_DATA"
 class DatasetNotFoundError(FileNotFoundError):
     """A dataset is neither in the configured data folder nor downloadable.
 
-    Raised by ``load_raw`` / ``load_dataset``. The message names the folder(s) searched, the
-    environment variable ``BBB_GLUON_DATA``, the four expected file names and the ways to fix
-    it. It is a ``FileNotFoundError`` so that generic "missing file" handlers also catch it.
+    Raised by the loaders (``load_raw``, ``load_dataset``, ``load_mushroom``) and, before any
+    work, by ``require_datasets``. The message names the folder(s) searched, the environment
+    variable ``BBB_GLUON_DATA``, the expected file names and the ways to fix it. It is a
+    ``FileNotFoundError`` so that generic "missing file" handlers also catch it.
     """
 
 

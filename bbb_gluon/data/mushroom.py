@@ -17,6 +17,11 @@ __all__ = ["MUSHROOM_FILE", "Mushrooms", "load_mushroom"]
 MUSHROOM_FILE = "agaricus-lepiota.data"
 """The UCI Mushroom data file, read from ``<data folder>/mushroom/``."""
 
+# Where the file comes from and where it goes: load_mushroom's and require_datasets' hint.
+MUSHROOM_HINT = (f"Put the UCI file {MUSHROOM_FILE} (archive.ics.uci.edu, data set 73) in a "
+                 f"'mushroom/' subfolder of the data folder and point {ENV_VAR} (or root=...) "
+                 f"at that folder; in this project, `make data` links ../shared/data/mushroom.")
+
 # The attribute values the .names file lists (126 with stalk-root's '?'), in its order.
 _MUSHROOM_ATTRIBUTES = (
     ("cap-shape", "bcxfks"), ("cap-surface", "fgys"), ("cap-color", "nbcgrpuewy"),
@@ -86,16 +91,13 @@ def load_mushroom(root: str | os.PathLike | None = None) -> Mushrooms:
         The file is not the UCI data: wrong row count, fields, values or class counts.
     """
     data_root = find_data_root(root)
-    fix = (f"Put the UCI file {MUSHROOM_FILE} (archive.ics.uci.edu, data set 73) in a "
-           f"'mushroom/' subfolder of the data folder and point {ENV_VAR} (or root=...) at "
-           f"that folder; in this project, `make data` links ../shared/data/mushroom.")
     if data_root is None:
         raise DatasetNotFoundError(f"Dataset 'mushroom' not found: no data folder is "
-                                   f"configured ({ENV_VAR} is unset). {fix}")
+                                   f"configured ({ENV_VAR} is unset). {MUSHROOM_HINT}")
     path = data_root / "mushroom" / MUSHROOM_FILE
     if not path.is_file():
         raise DatasetNotFoundError(f"Dataset 'mushroom' not found: {path} does not exist. "
-                                   f"{fix}")
+                                   f"{MUSHROOM_HINT}")
     try:
         text = path.read_bytes().decode("ascii")
     except UnicodeDecodeError as e:

@@ -11,16 +11,10 @@ import os
 from pathlib import Path
 
 from .folder import ENV_VAR, DatasetNotFoundError, find_data_root
-from .idx import DATASETS, FILE_NAMES, _mxnet_cache_dir
-from .mushroom import MUSHROOM_FILE
+from .idx import _DEBIAN_FASHION, DATASETS, _all_file_names, _mxnet_cache_dir
+from .mushroom import MUSHROOM_FILE, MUSHROOM_HINT
 
 __all__ = ["require_datasets"]
-
-
-def _expected_files(name: str) -> tuple[str, ...]:
-    if name == "mushroom":
-        return (MUSHROOM_FILE,)
-    return FILE_NAMES["train"] + FILE_NAMES["test"]
 
 
 def require_datasets(*names: str, root: str | os.PathLike | None = None) -> Path | None:
@@ -44,35 +38,53 @@ def require_datasets(*names: str, root: str | os.PathLike | None = None) -> Path
 
     Raises
     ------
+    TypeError
+        If no name is given.
     ValueError
         If a name is not one of the three datasets.
     DatasetNotFoundError
-        Naming each missing dataset, the folder looked in, the files expected there, how to
-        set ``BBB_GLUON_DATA`` (``make data`` and ``make lab`` in this repository) and
-        docs/data.md.
+        If the data folder is not a folder; else naming each missing dataset (once), the
+        folder looked in, the files expected there, how to set ``BBB_GLUON_DATA``
+        (``make data`` and ``make lab`` in this repository) and docs/data.md.
     """
+    if not names:
+        raise TypeError("require_datasets needs at least one dataset name")
     known = (*DATASETS, "mushroom")
     unknown = [n for n in names if n not in known]
     if unknown:
         raise ValueError(f"unknown dataset(s) {unknown}; valid names are {', '.join(known)}")
     data_root = find_data_root(root)
+    if data_root is not None and not data_root.is_dir():
+        raise DatasetNotFoundError(f"the data folder {data_root} does not exist or is not a "
+                                   f"folder; point {ENV_VAR} (or root=...) at the folder that "
+                                   f"holds mnist/, fashion-mnist/ and mushroom/ (docs/data.md)")
     problems = []
-    for name in names:
-        folder = _mxnet_cache_dir(name) if data_root is None else data_root / name
-        if data_root is None and name == "mushroom":
-            problems.append(f"'mushroom': no data folder is configured ({ENV_VAR} is unset), "
-                            f"and Mushroom is never downloaded")
+    for name in dict.fromkeys(names):
+        if name == "mushroom":
+            if data_root is None:
+                problems.append(f"'mushroom': no data folder is configured ({ENV_VAR} is "
+                                f"unset), and Mushroom is never downloaded")
+            elif not (data_root / name / MUSHROOM_FILE).is_file():
+                problems.append(f"'mushroom': {data_root / name} lacks {MUSHROOM_FILE}")
             continue
-        missing = [f for f in _expected_files(name) if not (folder / f).is_file()]
+        folder = _mxnet_cache_dir(name) if data_root is None else data_root / name
+        missing = [f for f in _all_file_names() if not (folder / f).is_file()]
         if missing:
             problems.append(f"{name!r}: {folder} lacks {', '.join(missing)}")
     if not problems:
         return data_root
     where = (f"{ENV_VAR} is unset, so MNIST and Fashion-MNIST were looked for in MXNet's "
              f"download cache" if data_root is None else f"the data folder is {data_root}")
+    hints = []
+    if "fashion-mnist" in names:
+        hints.append(f"On Debian, `apt-get install dataset-fashion-mnist` puts Fashion-MNIST "
+                     f"in {_DEBIAN_FASHION}.")
+    if "mushroom" in names:
+        hints.append(MUSHROOM_HINT)
     raise DatasetNotFoundError(
         f"Missing data ({where}): " + "; ".join(problems) + ". "
         f"Put each dataset in a subfolder of one data folder (mnist/, fashion-mnist/, "
         f"mushroom/) and set {ENV_VAR} to that folder before starting Python or Jupyter. "
-        f"In this repository `make data` links the offline copies into .data/, and "
+        + " ".join(hints) + (" " if hints else "")
+        + f"In this repository `make data` links the offline copies into .data/, and "
         f"`make lab` opens Jupyter with {ENV_VAR} set to it. See docs/data.md.")
