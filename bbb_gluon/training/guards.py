@@ -54,7 +54,7 @@ def _first_nonfinite(running_cost, recent):
 
     A NaN or an infinity stays in a running sum, so one host read of ``running_cost``
     answers the usual case, and the steps' own costs are read only on the way to an error;
-    tracking the first bad batch on the device took eight small operators every step.
+    tracking the first bad batch on the device took seven NDArray calls every step.
     """
     if math.isfinite(float(running_cost.asscalar())):
         return -1
