@@ -188,8 +188,11 @@ def predict_proba(net, X, posterior=None, num_samples=0, batch_size=1000, ctx=No
 
     Returns
     -------
-    ndarray of shape (N, C), float32, rows summing to 1.
+    ndarray
+        Shape (N, C), float32, rows summing to 1.
 
+    Notes
+    -----
     Runs with :func:`bbb_gluon.threads.predict_threads` OpenMP threads (every core by
     default) on a CPU context.
     """
@@ -335,6 +338,8 @@ def predict_samples(net, posterior, X, num_samples, batch_size=1000, ctx=None,
     With ``likelihood="gaussian"`` the network's outputs per sample instead of
     probabilities (regression: the quantiles over axis 0 give a credible band).
 
+    Notes
+    -----
     Small Sequential MLPs (up to 50,000 weights, Dense/Activation/Dropout layers, every
     weight Bayesian, 2-D inputs) compute all samples at once with batched matrix
     products; other networks run one forward pass per sample. Runs with

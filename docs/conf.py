@@ -6,7 +6,6 @@ reference generated from the docstrings. It must build offline and with no warni
 (``sphinx-build -W --keep-going``); docs/check_site.py then opens it in headless Chromium.
 """
 
-import re
 
 import bbb_gluon
 
@@ -44,6 +43,9 @@ napoleon_numpy_docstring = True
 # A dataclass's "Attributes" section becomes :ivar: fields of the class, so that autodoc's
 # own entries for the dataclass fields are not a second description of the same names.
 napoleon_use_ivar = True
+# Type specs as napoleon reads them: a quoted string ('default "posterior_"') becomes a
+# literal, not reStructuredText (where ``posterior_`` would be a link to nowhere).
+napoleon_preprocess_types = True
 
 # Docstrings write the absolute value of a mean as |μ| ("ranked by |μ|/σ"), which
 # reStructuredText reads as a substitution: define it as itself, so it reads as written.
@@ -64,19 +66,5 @@ def _readme_link(app, docname, source):
         source[0] = source[0].replace("](../README.md)", "](index.md)")
 
 
-_QUOTED = re.compile(r'(?<![`\w])"[^"`]*"(?![`\w])')
-
-
-def _literal_type_strings(app, what, name, obj, options, lines):
-    """A parameter's type spec (``prefix : str, default "posterior_"``) is plain text in a
-    NumPy docstring; napoleon passes it on as reStructuredText, where ``posterior_`` would be
-    a link to a target of that name. Show its quoted strings as literals instead."""
-    for i, line in enumerate(lines):
-        if line.startswith((":type ", ":vartype ", ":rtype:")):
-            lines[i] = _QUOTED.sub(lambda m: f"``{m.group(0)}``", line)
-
-
 def setup(app):
     app.connect("source-read", _readme_link)
-    # After napoleon (priority 500) has turned the NumPy sections into fields.
-    app.connect("autodoc-process-docstring", _literal_type_strings, priority=600)
