@@ -68,7 +68,7 @@ notebooks: setup data
 # notebooks from their committed outputs (never executed), the API from the docstrings;
 # a warning is an error. -E reads every page each time, so that a warning is never hidden
 # by an earlier build's saved state.
-docs: setup $(VENV)/.docs-installed
+docs: $(VENV)/.docs-installed
 	$(VENV)/bin/sphinx-build -W --keep-going -E -q -b html docs docs/_build/html
 
 # ... opened in headless Chromium (apt-get install chromium chromium-driver): every page
@@ -76,8 +76,10 @@ docs: setup $(VENV)/.docs-installed
 docs-check: docs
 	$(PY) docs/check_site.py
 
-# docs before unit: tests/test_docs_site.py checks the site that docs has just built.
-test: lint docs unit notebooks
+# docs before unit: tests/test_docs_site.py checks the site that docs has just built (as
+# prerequisites of the recipe, lint and docs are done before it starts, even under -j).
+test: lint docs
+	$(MAKE) unit notebooks
 
 bench: setup data
 	$(PY) benchmarks/bench_epoch.py

@@ -15,8 +15,8 @@ Each page must:
   shows exactly as many figures as its committed outputs hold;
 - have its math typeset by the bundled MathJax (no ``mjx-merror``).
 
-Screenshots of the home page and of one notebook page (06_toy_problems, scrolled to its
-first figure) go to ``docs/_build/screenshots/`` for a person to look at.
+Screenshots of the home page, of one notebook page (06_toy_problems, scrolled to its
+first figure) and of the API page go to ``docs/_build/screenshots/`` for a person to look at.
 """
 
 import argparse
@@ -36,7 +36,7 @@ NOTEBOOKS = ROOT / "notebooks"
 SCREENSHOT_NOTEBOOK = "06_toy_problems"
 CHROMIUM = ("/usr/bin/chromium", "/usr/bin/chromium-browser", "/usr/bin/google-chrome")
 CHROMEDRIVER = ("/usr/bin/chromedriver",)
-# Pages Sphinx makes that are not content (no title of their own to check beyond loading).
+# Pages Sphinx makes that are not content: not opened.
 SKIP = {"genindex.html", "search.html", "py-modindex.html"}
 
 
