@@ -812,3 +812,15 @@ def test_gaussian_nll_loss_matches_float64(noise_sigma):
         assert loss.noise_rho.grad().asscalar() != 0
     with pytest.raises(ValueError, match="noise_sigma"):
         GaussianNLLLoss(0.0)
+
+
+def test_combine_refuses_a_batch_smaller_than_its_slice(small):
+    post, s, out = small
+    y = mx.nd.array([0, 1, 2, 1])
+    loss = BBBLoss(post, GaussianPrior(), weighting=0.5)
+    nll, cost = loss.costs(out, y, s, 0)
+    for bad in (3, 0, 2.5, True):
+        with pytest.raises(ValueError, match="batch_size must be an integer >= 4"):
+            loss.combine(nll, cost, 0, bad)
+    np.testing.assert_allclose(loss.combine(nll, cost, 0, 8).asnumpy(),
+                               (nll + cost * 0.5 / 8).asnumpy(), rtol=1e-6)

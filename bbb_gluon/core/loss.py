@@ -28,7 +28,7 @@ import mxnet as mx
 # weight's semantics identical to theirs, and gluon.loss has no public equivalent.
 from mxnet.gluon.loss import Loss, _apply_weighting
 
-from .._checks import check_positive
+from .._checks import check_int, check_positive
 from . import ops
 from .priors import HALF_LOG_2PI, Prior
 
@@ -310,7 +310,9 @@ class BBBLoss(Loss):
         batch, not counted once per device.
         """
         if complexity is not None:
-            batch_size = nll.shape[0] if batch_size is None else batch_size
+            # A slice's whole batch holds at least the slice (checked: it divides the cost).
+            batch_size = check_int(nll.shape[0] if batch_size is None else batch_size,
+                                   "batch_size", nll.shape[0])
             nll = mx.nd.broadcast_add(nll, complexity * (self.weight_of(batch_index)
                                                          / batch_size))
         # The global weight scales the whole cost, complexity included.
