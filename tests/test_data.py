@@ -715,3 +715,18 @@ def test_require_datasets_without_a_folder(mx_home):
 def test_require_datasets_unknown_name(tmp_path):
     with pytest.raises(ValueError, match="unknown dataset"):
         d.require_datasets("cifar10", root=tmp_path)
+
+
+def test_require_datasets_bad_input(tmp_path):
+    with pytest.raises(TypeError, match="at least one"):
+        d.require_datasets(root=tmp_path)
+    with pytest.raises(d.DatasetNotFoundError, match="does not exist or is not a folder"):
+        d.require_datasets("mnist", root=tmp_path / "nowhere")
+    (tmp_path / "a-file").write_text("")
+    with pytest.raises(d.DatasetNotFoundError, match="is not a folder"):
+        d.require_datasets("mnist", root=tmp_path / "a-file")
+    with pytest.raises(d.DatasetNotFoundError) as e:
+        d.require_datasets("mnist", "mnist", "fashion-mnist", root=tmp_path)
+    message = str(e.value)
+    assert message.count("'mnist':") == 1  # a name given twice is reported once
+    assert "dataset-fashion-mnist" in message and "archive.ics.uci.edu" not in message
