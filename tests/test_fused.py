@@ -11,14 +11,14 @@ import pytest
 from mxnet import gluon
 
 from bbb_gluon import BBBLoss, GaussianPrior, Posterior, ScaleMixturePrior, fused
-from bbb_gluon.core.step import forward_with, reference_step
+from bbb_gluon.core.engines import FusedBBBStep, forward_with, prior_attrs, reference_step
 from bbb_gluon.training import build_mlp
 
 pytestmark = pytest.mark.usefixtures("fused_kernels")
 
 
 def _fused_step(net, posterior, *args, **kwargs):
-    return fused.FusedBBBStep(forward_with(net, posterior), posterior, *args, **kwargs)
+    return FusedBBBStep(forward_with(net, posterior), posterior, *args, **kwargs)
 
 
 PRIORS = [
@@ -306,7 +306,7 @@ def _assert_elementwise(got, ref, size, rtol, what):
 def test_bbb_grad_matches_float64_per_element(prior, complexity, scale):
     arrays, (gw, w, eps, mu, rho) = _extreme_inputs()
     gmu, grho = mx.nd.bbb_grad(*[mx.nd.array(a) for a in arrays], scale=repr(scale),
-                               **fused.prior_attrs(prior, complexity))
+                               **prior_attrs(prior, complexity))
     ref_mu, size_mu, ref_rho, size_rho = _reference_grad64(prior, complexity, scale, gw, w,
                                                            eps, mu, rho)
     gmu, grho = gmu.asnumpy(), grho.asnumpy()
@@ -334,7 +334,7 @@ def test_bbb_cost_matches_float64_per_element(prior, complexity):
                 - HALF_LOG_2PI
         ref = log_q - log_p
         size = np.abs(log_q) + np.abs(log_p) + 0.5 * eps**2
-    attrs = fused.prior_attrs(prior, complexity)
+    attrs = prior_attrs(prior, complexity)
     got = np.array([mx.nd.bbb_cost(*[mx.nd.array(a[i:i + 1]) for a in arrays[1:]],
                                    **attrs).asscalar() for i in range(len(w))])
     assert np.isfinite(got).all()

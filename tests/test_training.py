@@ -25,7 +25,7 @@ from bbb_gluon._kernels import threads
 from bbb_gluon.core.loss import BBBLoss, complexity_cost
 from bbb_gluon.core.posterior import Posterior
 from bbb_gluon.core.priors import make_prior
-from bbb_gluon.core.step import reference_step
+from bbb_gluon.core.engines import reference_step
 from bbb_gluon.data import load_dataset
 from bbb_gluon.prediction import error_rate, predict_proba
 from bbb_gluon.training import (
@@ -298,13 +298,13 @@ root, run_dir, config, where = sys.argv[1], sys.argv[2], json.loads(sys.argv[3])
 die = lambda: os.kill(os.getpid(), signal.SIGKILL)
 calls = {"n": 0}
 if where == "mid-epoch":  # during the 3rd step of epoch 2 (5 steps an epoch)
-    step = bbb_gluon._kernels.fused.FusedBBBStep.__call__
+    step = bbb_gluon.core.engines.FusedBBBStep.__call__
     def killing_step(self, *a, **k):
         calls["n"] += 1
         if calls["n"] == 8:
             die()
         return step(self, *a, **k)
-    bbb_gluon._kernels.fused.FusedBBBStep.__call__ = killing_step
+    bbb_gluon.core.engines.FusedBBBStep.__call__ = killing_step
 elif where == "between-epochs":  # once epoch 2's checkpoint and history are written
     write = bbb_gluon.training.loop._write_history
     def killing_write(run_dir, history):

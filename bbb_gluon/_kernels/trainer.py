@@ -80,3 +80,13 @@ def lr_wd(opt, index):
     """The learning rate and weight decay of ``index``, with their multipliers and the
     schedule applied."""
     return opt._get_lr(index), opt._get_wd(index)
+
+
+def mark_fresh(array):
+    """Tell ``gluon.Trainer`` this gradient is new.
+
+    The fused step writes gradients with its own kernels instead of ``backward()``, and
+    the Trainer refuses (or silently skips, with ``ignore_stale_grad``) parameters whose
+    ``_fresh_grad`` flag backward did not set. NDArray has no public setter for it.
+    """
+    array._fresh_grad = True

@@ -22,14 +22,13 @@ their gradients from the same backward pass: step them with an ordinary Trainer 
 
 import math
 
-import mxnet as mx
-from mxnet import autograd, gluon
+from mxnet import gluon
 
 from .._checks import check_int
 from .._kernels import fused
+from .engines import FusedBBBStep, first_not_finite, forward_with, reference_step
 from .loss import BBBLoss
 from .priors import GaussianPrior, Prior, ScaleMixturePrior
-from .sampling import use_weights
 
 __all__ = ["BBBStep", "ENGINES", "NotFiniteError"]
 
@@ -118,7 +117,7 @@ class BBBStep:
         self._watch, self._checked, self._calls = None, 0, 0
         self.watch = bool(watch)
         if self.engine == "fused":
-            self._fused = fused.FusedBBBStep(forward_with(net, posterior), posterior, trainer,
+            self._fused = FusedBBBStep(forward_with(net, posterior), posterior, trainer,
                                              prior, complexity, loss, self.loss.weight_of,
                                              self.loss.skip_below)
 
@@ -212,57 +211,3 @@ class BBBStep:
         name = first_not_finite(named)
         if name is not None:
             raise NotFiniteError(f"parameter {name} holds NaN or infinite values")
-
-
-def forward_with(net, posterior):
-    """``forward(weights, ctx, X)``: ``net(X)`` with ``weights`` in place of the posterior's
-    parameters of ``net`` (the callable the fused engine runs the network through)."""
-    def forward(weights, ctx, X):
-        with use_weights(net, posterior, weights, ctx):
-            return net(X)
-    return forward
-
-
-def first_not_finite(named_arrays):
-    """The name of the first ``(name, NDArray)`` pair holding a NaN or an infinity, else
-    None (one pass and one host read per array: NaN * 0 and inf * 0 are NaN)."""
-    for name, value in named_arrays:
-        if not math.isfinite(float(mx.nd.sum(value * 0).asscalar())):
-            return name
-    return None
-
-
-# Twelve parameters: a BBBStep's state (its first four and ``samples``) and one call's
-# arguments, apart so that tests can drive this engine on fixed noise without a BBBStep.
-def reference_step(net, posterior, loss_fn, trainer, X, y, batch_index, ctxs, samples=1,
-                   eps=None, step_size=None, batch_size=None):
-    """One update with MXNet operators and autograd through ``loss_fn`` (a BBBLoss); the
-    arguments and the return value are :class:`BBBStep`'s."""
-    Xs = gluon.utils.split_and_load(X, ctxs, even_split=False)
-    ys = gluon.utils.split_and_load(y, ctxs, even_split=False)
-    batch_size = X.shape[0] if batch_size is None else batch_size
-    losses, nlls, complexity = [], [], None
-    with autograd.record():
-        for k, (xb, yb) in enumerate(zip(Xs, ys, strict=True)):
-            ctx = xb.context
-            draws = [posterior.sample(ctx, eps=None if eps is None else eps[k][s])
-                     for s in range(samples)]
-            outs = []
-            for draw in draws:
-                with use_weights(net, posterior, draw.weights, ctx):
-                    outs.append(net(xb))
-            if samples == 1:
-                outs, draws = outs[0], draws[0]
-            nll, cost = loss_fn.costs(outs, yb, draws, batch_index)
-            losses.append(loss_fn.combine(nll, cost, batch_index, batch_size))
-            nlls.append(nll.sum())
-            if k == 0:
-                complexity = cost
-    autograd.backward(losses)
-    trainer.step(batch_size if step_size is None else step_size)
-    if complexity is not None:
-        complexity = complexity.as_in_context(ctxs[0]).reshape((1,))
-    total = nlls[0].as_in_context(ctxs[0])
-    for v in nlls[1:]:
-        total = total + v.as_in_context(ctxs[0])
-    return total.reshape((1,)), complexity
