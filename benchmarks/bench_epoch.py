@@ -32,9 +32,10 @@ import numpy as np
 from mxnet import autograd, gluon
 
 from bbb_gluon._kernels import fused
+from bbb_gluon.core.loss import BBBLoss
 from bbb_gluon.core.posterior import Posterior
 from bbb_gluon.core.priors import GaussianPrior, ScaleMixturePrior
-from bbb_gluon.core.step import BBBStep
+from bbb_gluon.core.step import BBBStep, trainable_params
 from bbb_gluon.data import ArrayLoader, load_dataset
 from bbb_gluon.prediction import predict_proba
 from bbb_gluon.training import build_mlp
@@ -94,11 +95,13 @@ def plain_epoch_fn(hidden, loader, max_batches):
 def bbb_epoch_fn(hidden, loader, max_batches, prior, complexity, weighting, engine):
     net = make_net(hidden)
     posterior = Posterior(net, seed=0)
-    trainer = gluon.Trainer(posterior.params, "adam", {"learning_rate": 1e-3})
+    loss = BBBLoss(prior, gluon.loss.SoftmaxCrossEntropyLoss(), complexity=complexity,
+                   weighting=weighting, num_batches=len(loader))
+    trainer = gluon.Trainer(trainable_params(net, posterior, loss), "adam",
+                            {"learning_rate": 1e-3})
     # The public step a user's own loop calls; fit runs the same one. The complexity
     # cost's value is left out as fit leaves it out between progress reports.
-    step = BBBStep(net, posterior, prior, "softmax", trainer, num_batches=len(loader),
-                   weighting=weighting, complexity=complexity, engine=engine)
+    step = BBBStep(net, posterior, loss, trainer, engine=engine)
 
     def run():
         for i, (X, y) in enumerate(loader):

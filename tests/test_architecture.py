@@ -133,19 +133,26 @@ def test_no_forbidden_import_arrow():
     assert not gone, f"no longer there, remove from KNOWN: {sorted(gone)}"
 
 
-@pytest.mark.parametrize("old, new", [
-    ("priors", "core.priors"), ("posterior", "core.posterior"), ("sampling", "core.sampling"),
-    ("loss", "core.loss"), ("step", "core.step"), ("noise", "core.noise"), ("ops", "core.ops"),
-    ("fused", "_kernels.fused"), ("threads", "_kernels.threads"),
-])
-def test_the_flat_import_paths_name_the_same_modules(old, new):
-    # Notebooks, benchmarks and docs import the flat paths of earlier versions.
-    import importlib
+def test_importing_the_package_compiles_nothing_and_runs_no_operator(tmp_path):
+    # An empty kernel cache: an import that built the kernels would write a library there
+    # and say so on stderr; one that ran an operator would have loaded them.
+    import subprocess
+    import sys
 
-    flat = importlib.import_module(f"bbb_gluon.{old}")
-    assert flat is importlib.import_module(f"bbb_gluon.{new}")
-    bbb_gluon = importlib.import_module("bbb_gluon")
-    assert getattr(bbb_gluon, old) is flat
+    script = (
+        "import sys\n"
+        "import bbb_gluon, bbb_gluon.training, bbb_gluon.bandit, bbb_gluon.threads\n"
+        "from bbb_gluon._kernels import fused\n"
+        "flat = [m for m in ('fused', 'loss', 'posterior', 'priors', 'sampling', 'step', "
+        "'noise', 'ops') if 'bbb_gluon.' + m in sys.modules]\n"
+        "print(fused._state['loaded'], fused._state['reason'], flat)\n")
+    env = {**__import__("os").environ, "BBB_GLUON_CACHE": str(tmp_path / "cache")}
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                          env=env, timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["False", "None", "[]"]
+    assert "compiling" not in done.stderr
+    assert not (tmp_path / "cache").exists() or not any((tmp_path / "cache").iterdir())
 
 
 def test_importing_training_does_not_load_the_launcher():

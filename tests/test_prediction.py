@@ -15,7 +15,8 @@ import numpy as np
 import pytest
 from mxnet.gluon import nn
 
-from bbb_gluon import Posterior, fused, prediction, use_means, use_weights
+from bbb_gluon import Posterior, prediction, use_means, use_weights
+from bbb_gluon._kernels import fused
 from bbb_gluon.prediction import (
     PREDICTION_STREAM,
     class_std,

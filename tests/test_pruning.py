@@ -18,8 +18,9 @@ import numpy as np
 import pytest
 from mxnet.gluon import nn
 
-from bbb_gluon import Posterior, PosteriorMismatchError, ops, use_means, use_weights
+from bbb_gluon import Posterior, PosteriorMismatchError, use_means, use_weights
 from bbb_gluon.cli import main
+from bbb_gluon.core import ops
 from bbb_gluon.prediction import predict_proba
 from bbb_gluon.pruning import (
     evaluate_pruning,

@@ -104,36 +104,27 @@ class FusedBBBStep:
         (:func:`bbb_gluon.core.step.forward_with` builds it). The kernels never touch the
         network itself.
     posterior, trainer
-    prior : Prior
-    complexity : {"mc", "kl"}
-    likelihood : {"softmax", "bernoulli"} or gluon.loss.Loss
-        A Gluon loss returning one negative log-likelihood per example.
-    weight_of : callable
-        ``batch_index -> pi_i``.
-    skip_below : float
-        As in ``BBBLoss``: a ``pi_i`` at or below it contributes no complexity gradient.
+        The trainer trains the posterior's parameters and may train others (the
+        network's deterministic ones, a learned noise scale): those get their gradients
+        from the same backward pass and the trainer's ordinary update.
+    loss : BBBLoss
+        Its prior, complexity kind and weighting, and its ``nll`` (the likelihood, one
+        negative log-likelihood per example).
     """
 
-    def __init__(self, forward, posterior, trainer, prior, complexity, likelihood, weight_of,
-                 skip_below=2.0**-60):
+    def __init__(self, forward, posterior, trainer, loss):
         if not load():
             raise RuntimeError(f"fused kernels unavailable: {unavailable_reason()}")
         if any(c.device_type != "cpu" for c in posterior.contexts):
             raise ValueError("the fused kernels run on CPU contexts only")
         self.forward, self.posterior, self.trainer = forward, posterior, trainer
-        self.attrs = prior_attrs(prior, complexity)
-        self.weight_of = weight_of
-        self.skip_below = skip_below
-        if isinstance(likelihood, mx.gluon.loss.Loss):
-            self.nll = likelihood
-        elif likelihood == "bernoulli":
-            self.nll = mx.gluon.loss.SigmoidBCELoss()
-        elif likelihood == "softmax":
-            self.nll = mx.gluon.loss.SoftmaxCrossEntropyLoss()
-        else:
-            raise ValueError(f"the fused step takes 'softmax', 'bernoulli' or a Gluon loss "
-                             f"as the likelihood, got {likelihood!r}")
-        self.likelihood = likelihood
+        self.attrs = prior_attrs(loss.prior, loss.complexity)
+        self.weight_of = loss.weight_of
+        self.skip_below = loss.skip_below
+        self.nll = loss.nll
+        ours = {id(p) for p in posterior.mu_parameters + posterior.rho_parameters}
+        self.others = [p for p in _trainer.params(trainer)
+                       if id(p) not in ours and p.grad_req != "null"]
         self._buffers = {}
         self._update = None  # the fused update's plan, decided at the first step
 
@@ -144,6 +135,18 @@ class FusedBBBStep:
                 [mx.nd.zeros(s, ctx=ctx) for s in self.posterior.shapes],
                 [mx.nd.zeros(s, ctx=ctx) for s in self.posterior.shapes])
         return self._buffers[ctx]
+
+    def _average_others(self, ctx, s, samples):
+        """Each sample's backward writes the other parameters' gradients anew: keep their
+        running sum, and leave its mean in the gradients after the last sample."""
+        grads = [p.grad(ctx) for p in self.others if p.grad_req == "write"]
+        if s == 0:
+            self._sums = [g.copy() for g in grads]
+            return
+        for acc, g in zip(self._sums, grads, strict=True):
+            acc += g
+            if s == samples - 1:
+                g[:] = acc / samples
 
     def noise(self, ctx, stream):
         """Fresh per-layer noise on ``ctx`` from the posterior's noise counters."""
@@ -166,8 +169,8 @@ class FusedBBBStep:
     def _update_plan(self):
         """``(adam, [(mu index, rho index)] per layer)`` when the optimiser's update can
         run inside the gradient kernel, else False: one context and no kvstore (nothing
-        to all-reduce), a Trainer over exactly the posterior's parameters, float32 Adam or
-        SGD (with or without momentum). ``BBB_GLUON_FUSED_UPDATE=0`` turns it off."""
+        to all-reduce), float32 Adam or SGD (with or without momentum); the trainer's
+        other parameters then get its ordinary update. ``BBB_GLUON_FUSED_UPDATE=0`` turns it off."""
         if self._update is not None:
             return self._update
         trainer, post = self.trainer, self.posterior
@@ -178,8 +181,8 @@ class FusedBBBStep:
             kind = type(opt)
             ours = [id(p) for p in post.mu_parameters + post.rho_parameters]
             trained = _trainer.params(trainer)
-            if (_trainer.kvstore(trainer) is None and sorted(map(id, trained)) == sorted(ours)
-                    and all(p.grad_req != "null" for p in trained)
+            if (_trainer.kvstore(trainer) is None and set(ours) <= set(map(id, trained))
+                    and all(p.grad_req != "null" for p in post.mu_parameters + post.rho_parameters)
                     and not getattr(opt, "multi_precision", False)
                     and kind in (mx.optimizer.Adam, mx.optimizer.SGD)):
                 index = _trainer.param_index(trainer)
@@ -265,6 +268,8 @@ class FusedBBBStep:
                     out = self.forward(ws, ctx, xb)
                     nll = self.nll(out, yb)
                 nll.backward()
+                if samples > 1:
+                    self._average_others(ctx, s, samples)
                 nll_sums.append(nll.sum().as_in_context(ctxs[0]) / samples)
                 if want_complexity and k == 0 and s == 0:
                     # Before the update below changes mu and rho in place.
@@ -290,7 +295,10 @@ class FusedBBBStep:
             if samples > 1:
                 for g in params_mu + params_rho:
                     g /= samples
-        if not plan:
+        if plan:
+            if self.others:
+                _trainer.step_fresh(self.trainer, step_size, self.others)
+        else:
             for p in self.posterior.mu_parameters + self.posterior.rho_parameters:
                 for data in p.list_data():
                     _trainer.mark_fresh(data)
