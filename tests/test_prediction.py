@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 from mxnet.gluon import nn
 
-from bbb_gluon import Posterior, prediction, use_means, use_weights
+from bbb_gluon import Posterior, prediction, predictive_paths, use_means, use_weights
 from bbb_gluon._kernels import fused
 from bbb_gluon.prediction import (
     PREDICTION_STREAM,
@@ -159,7 +159,7 @@ def next_counter(posterior):
 def per_sample_path(monkeypatch):
     """Small test networks would take the all-samples-at-once path; these tests are about
     the per-sample one (and the first layer's local reparameterisation)."""
-    monkeypatch.setattr(prediction, "_BATCHED_MAX_WEIGHTS", 0)
+    monkeypatch.setattr(predictive_paths, "_BATCHED_MAX_WEIGHTS", 0)
 
 
 def inputs(n=7, d=6, seed=0):
@@ -185,7 +185,7 @@ def test_mc_mean_with_weight_sampling_equals_a_loop(noise_engine, hybrid, monkey
                                                     per_sample_path):
     net, posterior = make_net(hybrid=hybrid)
     X = inputs()
-    monkeypatch.setattr(prediction, "_first_dense", lambda net, posterior: None)
+    monkeypatch.setattr(predictive_paths, "_first_dense", lambda net, posterior: None)
     state = posterior.noise.state_dict()
     c0 = next_counter(posterior)
     mean = predict_proba(net, X, posterior, 6, batch_size=4)
@@ -201,7 +201,7 @@ def test_local_reparameterisation_equals_its_float64_recomputation(noise_engine,
                                                                    per_sample_path):
     """Same noise, recomputed by hand: first-layer pre-activations mean + std * zeta."""
     net, posterior = make_net()
-    assert prediction._first_dense(net, posterior) is not None
+    assert predictive_paths._first_dense(net, posterior) is not None
     X = inputs(n=5)
     c0 = next_counter(posterior)
     got = predict_proba(net, X, posterior, 4, batch_size=5)
@@ -351,7 +351,7 @@ def batched_reference(posterior, engine, counter, num_samples):
 @pytest.mark.parametrize("hybrid", [False, True])
 def test_small_networks_predict_all_samples_at_once(noise_engine, hybrid):
     net, posterior = make_net(hybrid=hybrid)
-    assert prediction._batched_plan(net, posterior, inputs()) is not None
+    assert predictive_paths._batched_plan(net, posterior, inputs()) is not None
     X = inputs(n=9)
     c0 = next_counter(posterior)
     samples = predict_samples(net, posterior, X, 6, batch_size=4)
@@ -376,7 +376,7 @@ def test_batched_path_with_a_bernoulli_output_and_many_samples(monkeypatch):
     posterior = Posterior(net, seed=0, rho_init=-1.0)
     X = inputs(n=50, d=2)
     # Chunks of 7 samples: the draws of later chunks come from later counters.
-    monkeypatch.setattr(prediction, "_BATCHED_FLOATS", 7 * posterior.num_weights)
+    monkeypatch.setattr(predictive_paths, "_BATCHED_FLOATS", 7 * posterior.num_weights)
     samples = predict_samples(net, posterior, X, 20, likelihood="bernoulli")
     assert samples.shape == (20, 50, 2)
     np.testing.assert_allclose(samples.sum(axis=2), 1.0, rtol=1e-6)
@@ -387,15 +387,15 @@ def test_batched_path_with_a_bernoulli_output_and_many_samples(monkeypatch):
 
 def test_which_networks_take_the_batched_path():
     net, posterior = make_net()
-    assert prediction._batched_plan(net, posterior, inputs()) is not None
-    assert prediction._batched_plan(net, posterior, inputs()[:, None, :]) is None  # not 2-D
+    assert predictive_paths._batched_plan(net, posterior, inputs()) is not None
+    assert predictive_paths._batched_plan(net, posterior, inputs()[:, None, :]) is None  # not 2-D
     conv = nn.HybridSequential()
     conv.add(nn.Conv2D(2, 3, in_channels=1), nn.Flatten(), nn.Dense(2, in_units=32))
     conv.initialize()
-    assert prediction._batched_plan(conv, Posterior(conv, seed=0),
+    assert predictive_paths._batched_plan(conv, Posterior(conv, seed=0),
                                     np.zeros((2, 36), np.float32)) is None
     last = Posterior(net, seed=0, select=[net[-1]])
-    assert prediction._batched_plan(net, last, inputs()) is None  # not every layer sampled
+    assert predictive_paths._batched_plan(net, last, inputs()) is None  # not every layer sampled
 
 
 def test_gaussian_likelihood_returns_the_outputs_per_sample():
@@ -432,7 +432,6 @@ def test_bad_inputs_are_refused_naming_x(X, message, predict):
 
 
 def test_large_inputs_are_predicted_in_passes(monkeypatch):
-    from bbb_gluon import prediction
     from bbb_gluon.prediction import predict_proba, predict_samples, uncertainty
 
     net, posterior = make_net()
