@@ -17,6 +17,7 @@ from mxnet import autograd
 
 from ._checks import check_int
 from ._kernels.threads import predict_threads, using_threads
+from .core.posterior import Posterior
 from .core.sampling import use_means, use_weights
 from .entropies import class_std, entropy, expected_entropy, mutual_information, predictive_entropy
 from .predictive_paths import (
@@ -32,6 +33,16 @@ from .predictive_paths import (
 __all__ = ["predict_proba", "predict_samples", "error_rate", "PREDICTION_STREAM", "entropy",
            "predictive_entropy", "expected_entropy", "mutual_information", "class_std",
            "uncertainty"]
+
+def check_posterior(posterior, function):
+    """Refuse, in the user's words, anything but a Posterior or None where every function
+    of the package that takes a network and its posterior expects the posterior: the
+    second argument, ``(net, posterior, X, ...)``."""
+    if posterior is not None and not isinstance(posterior, Posterior):
+        raise TypeError(f"{function} takes (net, posterior, X, ...): its second argument is "
+                        f"the Posterior, or None for a network without one; got "
+                        f"{type(posterior).__name__}")
+
 
 def _check_inputs(X):
     X = np.asarray(X, dtype=np.float32)
@@ -59,16 +70,16 @@ def _passes(X):
         yield X[start:start + PASS_EXAMPLES]
 
 
-def predict_proba(net, X, posterior=None, num_samples=0, batch_size=1000, ctx=None,
+def predict_proba(net, posterior, X, num_samples=0, batch_size=1000, ctx=None,
                   likelihood="softmax", mc_dropout=False):
     """Class probabilities for ``X``.
 
     Parameters
     ----------
     net : gluon.Block
-    X : ndarray, shape (N, D)
-    posterior : Posterior, optional
+    posterior : Posterior or None
         ``None`` for a deterministic network (plain or dropout baseline).
+    X : ndarray, shape (N, D)
     num_samples : int, default 0
         With a posterior: 0 predicts with the means :math:`\\mu`; ``S > 0`` averages the
         class probabilities over ``S`` weight samples. Without one: ``S > 0`` with
@@ -91,18 +102,19 @@ def predict_proba(net, X, posterior=None, num_samples=0, batch_size=1000, ctx=No
     Runs with :func:`bbb_gluon.threads.predict_threads` OpenMP threads (every core by
     default) on a CPU context.
     """
+    check_posterior(posterior, "predict_proba")
     X = _check_inputs(X)
     check_int(num_samples, "num_samples", 0)
     if ctx is None:
         ctx = posterior.contexts[0] if posterior is not None else \
             next(iter(net.collect_params().values())).list_ctx()[0]
     with using_threads(predict_threads(), ctx):
-        return np.concatenate([_predict_proba(net, part, posterior, num_samples, batch_size,
+        return np.concatenate([_predict_proba(net, posterior, part, num_samples, batch_size,
                                               ctx, likelihood, mc_dropout)
                                for part in _passes(X)])
 
 
-def _predict_proba(net, X, posterior, num_samples, batch_size, ctx, likelihood, mc_dropout):
+def _predict_proba(net, posterior, X, num_samples, batch_size, ctx, likelihood, mc_dropout):
     chunks = []
     if posterior is None:
         repeats = num_samples if (mc_dropout and num_samples > 0) else 1
@@ -139,6 +151,7 @@ def predict_samples(net, posterior, X, num_samples, batch_size=1000, ctx=None,
     products; other networks run one forward pass per sample. Runs with
     :func:`bbb_gluon.threads.predict_threads` OpenMP threads on a CPU context.
     """
+    check_posterior(posterior, "predict_samples")
     X = _check_inputs(X)
     check_int(num_samples, "num_samples", 1)
     ctx = ctx or posterior.contexts[0]
@@ -221,7 +234,12 @@ def uncertainty(net, posterior, X, num_samples, batch_size=1000, ctx=None,
         ``keep_samples=False``: then memory stays bounded by the pass size
         (``PASS_EXAMPLES``) times S, whatever N is.
     """
+    check_posterior(posterior, "uncertainty")
     X = _check_inputs(X)
+    if likelihood not in ("softmax", "bernoulli"):
+        raise ValueError(f"uncertainty splits the entropy of class probabilities, so it takes "
+                         f"likelihood='softmax' or 'bernoulli', got {likelihood!r}; for a "
+                         f"regression, predict_samples gives the outputs per weight sample")
     check_int(num_samples, "num_samples", 1)
     parts = [_uncertainty(net, posterior, part, num_samples, batch_size, ctx, likelihood,
                           mc_dropout, keep_samples) for part in _passes(X)]
@@ -239,7 +257,7 @@ def _uncertainty(net, posterior, X, num_samples, batch_size, ctx, likelihood, mc
         if mc_dropout:
             samples = _dropout_samples(net, X, num_samples, batch_size, ctx, likelihood)
         else:
-            samples = predict_proba(net, X, None, 0, batch_size, ctx, likelihood)[None]
+            samples = predict_proba(net, None, X, 0, batch_size, ctx, likelihood)[None]
     samples = samples.astype(np.float64)
     out = {"probs": samples.mean(axis=0),
            "predictive_entropy": predictive_entropy(samples),

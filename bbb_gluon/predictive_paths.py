@@ -12,6 +12,7 @@ from mxnet.gluon import nn
 
 from ._checks import check_int
 from ._kernels import fused
+from ._kernels import private as _private
 from .core.sampling import use_weights
 
 __all__ = ["PREDICTION_STREAM"]
@@ -54,6 +55,15 @@ def _probs(out, likelihood):
     if likelihood == "bernoulli":
         p1 = mx.nd.sigmoid(out.reshape(out.shape[:-1] + (1,) if out.ndim == 3 else (-1, 1)))
         return mx.nd.concat(1 - p1, p1, dim=-1)
+    if likelihood != "softmax":
+        raise ValueError(f"likelihood must be 'softmax', 'bernoulli' or 'gaussian', got "
+                         f"{likelihood!r}")
+    if out.shape[-1] < 2:
+        raise ValueError("class probabilities under likelihood='softmax' need two or more "
+                         "outputs, and this network has one: a regression takes "
+                         "likelihood='gaussian' (predict_samples gives its outputs per "
+                         "sample, their mean and spread), a binary classifier "
+                         "likelihood='bernoulli'")
     return mx.nd.softmax(out, axis=-1)
 
 
@@ -158,8 +168,8 @@ def _first_dense(net, posterior):
     cached = _REST.get(net)
     if cached is None or cached[0] != len(net) or cached[1] is not first:
         rest = net[1:]
-        # Block has no public "is hybridized" query; the slice must match the network.
-        if net._active:
+        # The slice must match the network.
+        if _private.is_hybridized(net):
             rest.hybridize()
         cached = _REST[net] = (len(net), first, rest)
     return first, cached[2]
@@ -201,7 +211,7 @@ def _mc_mean(net, posterior, X, num_samples, batch_size, ctx, likelihood):
                 moments.append((mean, mx.nd.sqrt(var)))
             # relu goes into the same pass as the draw; another activation after it.
             fused_relu = _fused_noise(ctx) and isinstance(first.act, nn.Activation) \
-                and first.act._act_type == "relu"
+                and _private.act_type(first.act) == "relu"
             first_keys = 2 if has_bias else 1
             for _ in range(num_samples):
                 weights = _draw_weights(posterior, ctx, keep_means=first_keys)

@@ -26,6 +26,7 @@ import numpy as np
 from mxnet import autograd, gluon
 from mxnet.gluon import nn
 
+import bbb_gluon.threads
 from bbb_gluon import (
     BBBLoss,
     BBBStep,
@@ -106,6 +107,7 @@ def bbb_epoch(net, loader, max_batches):
 
 
 def main(argv=None):
+    bbb_gluon.threads.claim()  # every core, as the earlier rounds measured (docs/speed.md)
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--num-train", type=int, default=60000)
     parser.add_argument("--epochs", type=int, default=3)

@@ -31,6 +31,7 @@ import mxnet as mx
 import numpy as np
 from mxnet import autograd, gluon
 
+import bbb_gluon.threads
 from bbb_gluon._kernels import fused
 from bbb_gluon.core.loss import BBBLoss
 from bbb_gluon.core.posterior import Posterior
@@ -114,21 +115,22 @@ def bbb_epoch_fn(hidden, loader, max_batches, prior, complexity, weighting, engi
 def bench_predictive(Xt, samples, hidden):
     net = make_net(hidden)
     posterior = Posterior(net, seed=0)
-    predict_proba(net, Xt[:1000], posterior, 2)  # warm-up
+    predict_proba(net, posterior, Xt[:1000], 2)  # warm-up
     mx.nd.waitall()
     t0 = time.perf_counter()
-    predict_proba(net, Xt, posterior, samples)
+    predict_proba(net, posterior, Xt, samples)
     mc = time.perf_counter() - t0
     plain = make_net(hidden)
-    predict_proba(plain, Xt[:1000])
+    predict_proba(plain, None, Xt[:1000])
     t0 = time.perf_counter()
     for _ in range(samples):
-        predict_proba(plain, Xt)
+        predict_proba(plain, None, Xt)
     det = time.perf_counter() - t0
     return mc, det
 
 
 def main(argv=None):
+    bbb_gluon.threads.claim()  # every core, as the earlier rounds measured (docs/speed.md)
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--tiny", action="store_true",
                         help="a few batches per configuration: checks the script runs")

@@ -17,6 +17,7 @@ import numpy as np
 from mxnet import nd
 from mxnet.gluon import nn
 
+import bbb_gluon.threads
 from bbb_gluon import Posterior, predict_samples, predictive_paths
 
 
@@ -53,6 +54,7 @@ def best_of(fn, repeats):
 
 
 def main():
+    bbb_gluon.threads.claim()  # every core, as the earlier rounds measured (docs/speed.md)
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--samples", type=int, default=500)
     parser.add_argument("--points", type=int, default=500)

@@ -197,3 +197,22 @@ def test_no_module_reads_the_posteriors_private_attributes():
              for n, line in enumerate(path.read_text().splitlines(), 1)
              if private.search(line)]
     assert found == []
+
+
+# MXNet's private attributes the package needs; only bbb_gluon/_kernels may read them.
+MXNET_PRIVATE = {"_fresh_grad", "_active", "_act_type", "_data", "_label", "_barrier",
+                 "_params", "_sparse_label", "_kvstore", "_optimizer", "_updaters",
+                 "_scale", "_param2idx", "_index_update_count"}
+
+
+def test_mxnet_private_attributes_are_read_only_behind_the_kernels_door():
+    found = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        if "_kernels" in path.parts:
+            continue
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, ast.Attribute) and node.attr in MXNET_PRIVATE \
+                    and not (isinstance(node.value, ast.Name) and node.value.id == "self"):
+                found.append(f"{path.relative_to(PACKAGE.parent)}:{node.lineno}: .{node.attr}")
+    assert not found, "\n".join(found)
+

@@ -173,7 +173,7 @@ def test_a_conv_net_learns_with_the_step():
             first = nll.asscalar() if first is None else first
     from bbb_gluon import predict_proba
 
-    error = (predict_proba(net, X.asnumpy(), posterior, 0).argmax(axis=1)
+    error = (predict_proba(net, posterior, X.asnumpy(), 0).argmax(axis=1)
              != y.asnumpy()).mean()
     assert nll.asscalar() < first / 4 and error < 0.1, (first, nll.asscalar(), error)
 

@@ -164,7 +164,7 @@ def test_two_epochs_on_mnist_subset(mnist_2000, tmp_path, model, bound, extra):
     assert loaded_config.to_dict() == config.to_dict()
     assert meta["best"]["epoch"] == result.best_epoch
     Xv, yv = mnist_2000.valid
-    probs = predict_proba(net, Xv, posterior, 0)
+    probs = predict_proba(net, posterior, Xv, 0)
     assert error_rate(probs, yv) == errors[result.best_epoch - 1]
     assert (posterior is None) == (model != "bbb")
 
@@ -739,7 +739,7 @@ def test_restore_best_ends_with_the_best_validation_epoch(data_root, model):
     result = fit(config, splits.train, splits.valid, progress=False, restore_best=True)
     errors = [row["valid_error"] for row in result.history]
     assert result.best_epoch == int(np.argmin(errors)) + 1
-    got = error_rate(predict_proba(result.net, splits.valid[0], result.posterior),
+    got = error_rate(predict_proba(result.net, result.posterior, splits.valid[0]),
                      splits.valid[1])
     assert got == pytest.approx(min(errors))
     if result.best_epoch != len(errors):  # the test only bites when best is not last
@@ -869,7 +869,7 @@ def test_test_monitor_records_the_test_error_of_every_epoch(mnist_300):
         assert "valid_error" not in row
         assert 0 <= row["test_error"] <= 1 and 0 <= row["test_error_mc"] <= 1
     last = result.history[-1]["test_error"]
-    assert last == error_rate(predict_proba(result.net, Xt, result.posterior, 0), yt)
+    assert last == error_rate(predict_proba(result.net, result.posterior, Xt, 0), yt)
     assert result.history[0]["test_error"] != last  # it is measured, not copied
 
 
@@ -937,7 +937,7 @@ def test_bernoulli_likelihood_trains_on_two_moons(engine):
     assert math.isfinite(last["cost"]) and last["likelihood_cost"] < first["likelihood_cost"]
     # Chance is 50%; a 2-D decision boundary this smooth is learnt to well under 15%.
     assert last["valid_error"] < 0.15 and last["valid_error_mc"] < 0.15
-    probs = predict_proba(result.net, X[400:], result.posterior, 0, likelihood="bernoulli")
+    probs = predict_proba(result.net, result.posterior, X[400:], 0, likelihood="bernoulli")
     assert error_rate(probs, y[400:]) == last["valid_error"]
 
 
@@ -1021,7 +1021,7 @@ def test_fit_trains_a_cnn_with_batchnorm(mnist_300, tmp_path):
     np.testing.assert_array_equal(net[1].running_mean.data().asnumpy(),
                                   result.net[1].running_mean.data().asnumpy())
     Xv, yv = images(mnist_300.valid)
-    assert error_rate(predict_proba(net, Xv, posterior, 0), yv) == \
+    assert error_rate(predict_proba(net, posterior, Xv, 0), yv) == \
         result.history[-1]["valid_error"]
     with pytest.raises(CheckpointError, match="pass an instance of that network"):
         load_run(run_dir, "latest")
@@ -1270,7 +1270,7 @@ def test_write_report_evaluates_the_best_and_the_last_checkpoint(mnist_300, tmp_
     X, y = mnist_300.test
     for which, errors in (("best", metrics), ("latest", metrics["end_of_training"])):
         net, posterior, _, _ = load_run(run_dir, which)
-        assert errors["test_error_means"] == error_rate(predict_proba(net, X, posterior, 0), y)
+        assert errors["test_error_means"] == error_rate(predict_proba(net, posterior, X, 0), y)
         assert errors["test_samples"] == 4 and 0 <= errors["test_error_mc"] <= 1
 
 
