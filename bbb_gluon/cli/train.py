@@ -1,6 +1,7 @@
 """``bbb-gluon train``: train one network and write its run folder.
 """
 
+import dataclasses
 import os
 import sys
 import time
@@ -44,7 +45,7 @@ def _resumed_settings(args):
     stored = _read_run_config(args.out)
     config = _checked(TrainConfig.from_dict, stored["train"])
     if args.epochs is not None:
-        config.epochs = args.epochs
+        config = dataclasses.replace(config, epochs=args.epochs)
         _checked(config.validate)
     data_args = stored["data"]
     # Runs written before the count was stored were evaluated with the default, 10.

@@ -46,9 +46,12 @@ RECIPES = {
 }
 
 
-@dataclass
+@dataclass(frozen=True)
 class TrainConfig:
     """Everything that defines a training run (stored as ``config.json`` in the run folder).
+
+    Frozen, and checked once, when it is made: ``dataclasses.replace(config, epochs=50)``
+    makes a changed copy, checked again.
 
     Parameters
     ----------
@@ -134,10 +137,10 @@ class TrainConfig:
     engine: str = "auto"
 
     def __post_init__(self):
-        self.hidden = tuple(self.hidden)
-        self.lr_decay_epochs = tuple(self.lr_decay_epochs)
+        object.__setattr__(self, "hidden", tuple(self.hidden))
+        object.__setattr__(self, "lr_decay_epochs", tuple(self.lr_decay_epochs))
         if isinstance(self.rho_init, list | tuple):
-            self.rho_init = tuple(self.rho_init)
+            object.__setattr__(self, "rho_init", tuple(self.rho_init))
         self.validate()
 
     def validate(self):
@@ -201,7 +204,8 @@ class TrainConfig:
             raise ValueError(f"mu_init must be 'normal', 'uniform' or 'copy', "
                              f"got {self.mu_init!r}")
         if isinstance(self.prior, dict):
-            self.prior = make_prior(**self.prior)  # raises for bad hyperparameters
+            # raises for bad hyperparameters
+            object.__setattr__(self, "prior", make_prior(**self.prior))
         if not isinstance(self.prior, Prior):
             raise TypeError(f"prior must be a bbb_gluon Prior such as GaussianPrior(1.0), got "
                             f"{self.prior!r}")

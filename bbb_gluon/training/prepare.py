@@ -92,7 +92,6 @@ def prepare(config, train, valid, test, run_dir, ctx, resume, net, posterior, lo
     run folder is created only then) or built."""
     if not isinstance(config, TrainConfig):
         raise TypeError("config must be a TrainConfig")
-    config.validate()
     task = _check_user_model(config, net, posterior, loss)
     from_loader = isinstance(train, gluon.data.DataLoader)
     if from_loader and net is None:
