@@ -1,4 +1,4 @@
-"""The program ``tests/test_distributed.py`` launches as each worker (not a test module).
+"""The program ``tests/distributed/test_distributed.py`` launches as each worker (not a test module).
 
     python dist_worker.py MODE OUT MODEL ENGINE
 

@@ -9,7 +9,7 @@ import pytest
 
 from bbb_gluon._kernels import fused
 
-README = Path(__file__).resolve().parent.parent / "README.md"
+README = Path(__file__).resolve().parents[2] / "README.md"
 
 
 def python_blocks():
