@@ -132,8 +132,9 @@ def _run_paths(run_dir):
     return ckpt, os.path.join(ckpt, "latest.params"), os.path.join(ckpt, "best.params")
 
 
-def _check_resume_config(stored, config, path):
-    here = config.to_dict()
+def _check_resume_config(stored, here, path):
+    """``here``: the resumed run's configuration as its run folder would hold it (what
+    applies to the run; :meth:`TrainConfig.record`)."""
     for name in _ARCH_FIELDS:
         a, b = stored.get(name), here.get(name)
         if a != b:

@@ -17,6 +17,8 @@ __all__ = ["TrainConfig", "MODELS", "RECIPES"]
 
 
 MODELS = ("bbb", "plain", "dropout")
+_MLP_FIELDS = ("hidden", "activation", "num_inputs", "num_outputs", "dropout")
+_POSTERIOR_INIT_FIELDS = ("mu_init", "mu_scale", "rho_init")
 _ARCH_FIELDS = ("model", "hidden", "activation", "num_inputs", "num_outputs", "likelihood")
 # Settings a resumed run may change: they decide how long it runs and what it reports,
 # not the path its parameters take.
@@ -218,6 +220,17 @@ class TrainConfig:
                 or not (math.isfinite(self.weighting) and self.weighting >= 0):
             raise ValueError(f"a constant weighting must be a finite number >= 0, "
                              f"got {self.weighting!r}")
+
+    def record(self, own_network=False, own_posterior=False):
+        """:meth:`to_dict` without the settings that do not apply to the run: the
+        package's MLP's (``hidden``, ``activation``, ``num_inputs``, ``num_outputs``,
+        ``dropout``) when it trains a network of the user's own, and the posterior's
+        initialisation when the user built the posterior."""
+        d = self.to_dict()
+        for name in (_MLP_FIELDS if own_network else ()) + \
+                (_POSTERIOR_INIT_FIELDS if own_posterior else ()):
+            d.pop(name)
+        return d
 
     def to_dict(self):
         d = asdict(self)

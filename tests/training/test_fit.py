@@ -1024,6 +1024,10 @@ def test_a_cnn_run_resumes_exactly(mnist_300, tmp_path, stop):
                   resume=True, progress=False, net=small_cnn())
     assert_same_history(resumed.history, full.history)
     assert_same_params(resumed, full)
+    # the run folder records what applies to a network of one's own: no MLP settings
+    stored = json.loads((run_dir / "config.json").read_text())["train"]
+    assert not {"hidden", "num_inputs", "num_outputs", "activation", "dropout"} & set(stored)
+    assert stored["model"] == "bbb" and stored["rho_init"] == config.rho_init
     for a, b in zip(resumed.net.collect_params().values(), full.net.collect_params().values(),
                     strict=True):  # BatchNorm's statistics and trained gamma, beta too
         np.testing.assert_allclose(a.data().asnumpy(), b.data().asnumpy(), rtol=1e-5,
