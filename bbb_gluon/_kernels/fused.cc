@@ -9,11 +9,15 @@
 // Ops (all float32, flat 1-D arrays of one length n):
 //   bbb_normal(like)                  -> eps       attrs seed, stream, counter, layer
 //   bbb_sample(mu, rho, eps)         -> w         w = mu + softplus(rho) * eps
-//   bbb_grad(gw, w, eps, mu, rho)    -> gmu, grho attrs kind, scale, prior parameters
+//   bbb_grad(gw, w, eps, mu, rho[, guard]) -> gmu, grho   attrs kind, scale, prior
+//                                    parameters, guard (see finite_bits)
 //   bbb_cost(w, eps, mu, rho)        -> (1,)      complexity cost value, same attrs
+//   bbb_finite(a, b, ...)             -> (1,)      0 if every element is finite, else NaN
 #include <cmath>
+#include <algorithm>
 #include <cstdint>
 #include <cstdlib>
+#include <cstring>
 #include <omp.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -76,6 +80,23 @@ struct Prior {
     sigmoid_coef = 2.f * k;
   }
 };
+
+// A step's guard: with attribute guard=1, bbb_grad and bbb_update take one more input, a
+// single float (the step's summed likelihood cost), and change nothing when it is NaN or
+// infinite: a batch with a NaN never reaches mu and rho. Tested on the bits, since
+// -ffast-math lets the compiler assume std::isfinite is always true.
+inline bool finite_bits(float x) {
+  uint32_t b;
+  std::memcpy(&b, &x, sizeof b);
+  return (b & 0x7f800000u) != 0x7f800000u;
+}
+
+inline int guarded(const Attrs& a) { return attr_u(a, "guard") != 0 ? 1 : 0; }
+
+// False when the step is guarded and its guard (the last input) is not finite.
+inline bool guard_passes(const Attrs& a, std::vector<MXTensor>* inputs) {
+  return !guarded(a) || finite_bits(inputs->back().data<float>()[0]);
+}
 
 MXReturnValue parse_n(const Attrs& attrs, int* num_in, int* num_out, int in, int out) {
   *num_in = in;
@@ -225,6 +246,12 @@ MXReturnValue grad_forward(const Attrs& attrs, std::vector<MXTensor>* inputs,
                            std::vector<MXTensor>* outputs, const OpResource&) {
   float* gmu = (*outputs)[0].data<float>();
   float* grho = (*outputs)[1].data<float>();
+  if (!guard_passes(attrs, inputs)) {
+    const int64_t n = (*outputs)[0].size();
+    std::fill(gmu, gmu + n, 0.f);
+    std::fill(grho, grho + n, 0.f);
+    return MX_SUCCESS;
+  }
   return for_each_grad(Prior(attrs), (*inputs)[0].data<float>(), (*inputs)[1].data<float>(),
                        (*inputs)[2].data<float>(), (*inputs)[3].data<float>(),
                        (*inputs)[4].data<float>(), (*outputs)[0].size(),
@@ -270,6 +297,8 @@ MXReturnValue update_forward(const Attrs& attrs, std::vector<MXTensor>* inputs,
   float* rho = (*inputs)[4].data<float>();
   const int64_t n = (*inputs)[3].size();
   (*outputs)[0].data<float>()[0] = 0.f;
+  if (!guard_passes(attrs, inputs)) return MX_SUCCESS;  // mu, rho and the states unchanged
+  const int states = static_cast<int>(inputs->size()) - guarded(attrs);
   const float* gw = (*inputs)[0].data<float>();
   const float* w = (*inputs)[1].data<float>();
   const float* eps = (*inputs)[2].data<float>();
@@ -279,7 +308,7 @@ MXReturnValue update_forward(const Attrs& attrs, std::vector<MXTensor>* inputs,
     // SGD), in their order: mom = momentum * mom - lr * wd * x - lr * rescale * grad;
     // x += mom. Without momentum there is no state and mom starts from 0.
     const bool has_mom = u.momentum > 0.f;
-    if (has_mom && inputs->size() != 7) return MX_FAIL;
+    if (has_mom && states != 7) return MX_FAIL;
     float* mom_mu = has_mom ? (*inputs)[5].data<float>() : nullptr;
     float* mom_rho = has_mom ? (*inputs)[6].data<float>() : nullptr;
     const float lwd_mu = u.lr_mu * u.wd_mu, lwd_rho = u.lr_rho * u.wd_rho, m = u.momentum;
@@ -314,7 +343,7 @@ MXReturnValue update_forward(const Attrs& attrs, std::vector<MXTensor>* inputs,
       rho[i] = rho[i] + v_rho;
     });
   }
-  if (inputs->size() != 9) return MX_FAIL;
+  if (states != 9) return MX_FAIL;
   float* m_mu = (*inputs)[5].data<float>();
   float* v_mu = (*inputs)[6].data<float>();
   float* m_rho = (*inputs)[7].data<float>();
@@ -335,6 +364,7 @@ MXReturnValue update_forward(const Attrs& attrs, std::vector<MXTensor>* inputs,
   });
 }
 
+// gw, w, eps, mu, rho and the optimiser's states (mutated: mu onwards), then the guard.
 int update_inputs(const Attrs& a) {
   if (attr_u(a, "adam") != 0) return 9;
   return attr_stof(a, "momentum", 0.f) > 0.f ? 7 : 5;
@@ -347,7 +377,7 @@ MXReturnValue mutate_update(const Attrs& a, std::vector<int>* inputs) {
 }
 
 MXReturnValue parse_update(const Attrs& a, int* i, int* o) {
-  return parse_n(a, i, o, update_inputs(a), 1);
+  return parse_n(a, i, o, update_inputs(a) + guarded(a), 1);
 }
 
 // ---- bbb_cost: the complexity cost's value (log q - log P, or the closed-form KL) ------
@@ -392,6 +422,29 @@ MXReturnValue cost_forward(const Attrs& attrs, std::vector<MXTensor>* inputs,
   }
   (*outputs)[0].data<float>()[0] = static_cast<float>(total);
   return MX_SUCCESS;
+}
+
+// ---- bbb_finite: 0 when every element of every input is finite, else NaN -------------
+// One pass over a step's inputs and gradients, for its guard (see finite_bits): one
+// operator instead of a reduction per array, no host read.
+MXReturnValue finite_forward(const Attrs&, std::vector<MXTensor>* inputs,
+                             std::vector<MXTensor>* outputs, const OpResource&) {
+  int bad = 0;
+  for (auto& in : *inputs) {
+    const float* x = in.data<float>();
+    const int64_t n = in.size();
+#pragma omp parallel for reduction(| : bad) schedule(static)
+    for (int64_t i = 0; i < n; ++i) bad |= finite_bits(x[i]) ? 0 : 1;
+  }
+  const uint32_t nan_bits = 0x7fc00000u;
+  float nan;
+  std::memcpy(&nan, &nan_bits, sizeof nan);
+  (*outputs)[0].data<float>()[0] = bad ? nan : 0.f;
+  return MX_SUCCESS;
+}
+
+MXReturnValue parse_finite(const Attrs& a, int* i, int* o) {
+  return parse_n(a, i, o, static_cast<int>(attr_u(a, "num_arrays")), 1);
 }
 
 // ---- bbb_threads: the OpenMP thread count of the engine thread that runs CPU operators ----
@@ -440,7 +493,9 @@ MXReturnValue parse_lrt(const Attrs& a, int* i, int* o) { return parse_n(a, i, o
 MXReturnValue parse_threads(const Attrs& a, int* i, int* o) { return parse_n(a, i, o, 1, 1); }
 MXReturnValue parse_normal(const Attrs& a, int* i, int* o) { return parse_n(a, i, o, 1, 1); }
 MXReturnValue parse_sample(const Attrs& a, int* i, int* o) { return parse_n(a, i, o, 3, 1); }
-MXReturnValue parse_grad(const Attrs& a, int* i, int* o) { return parse_n(a, i, o, 5, 2); }
+MXReturnValue parse_grad(const Attrs& a, int* i, int* o) {
+  return parse_n(a, i, o, 5 + guarded(a), 2);
+}
 MXReturnValue parse_cost(const Attrs& a, int* i, int* o) { return parse_n(a, i, o, 4, 1); }
 
 }  // namespace
@@ -479,6 +534,11 @@ REGISTER_OP(bbb_update)
     .setForward(update_forward, "cpu")
     .setParseAttrs(parse_update)
     .setMutateInputs(mutate_update)
+    .setInferType(all_float32)
+    .setInferShape(scalar_shape);
+REGISTER_OP(bbb_finite)
+    .setForward(finite_forward, "cpu")
+    .setParseAttrs(parse_finite)
     .setInferType(all_float32)
     .setInferShape(scalar_shape);
 REGISTER_OP(bbb_cost)

@@ -7,6 +7,7 @@ import math
 import os
 
 import mxnet as mx
+import numpy as np
 from mxnet import autograd, gluon
 
 from .._kernels import trainer as _trainer
@@ -17,10 +18,33 @@ from .._kernels.fused import (
     load,
     unavailable_reason,
 )
+from . import ops
 from .priors import GaussianPrior, ScaleMixturePrior
 from .sampling import use_weights
 
 __all__ = ["FusedBBBStep", "reference_step", "forward_with", "first_not_finite", "prior_attrs"]
+
+
+def _guard(nll_sum, X, grads):
+    """One float that is finite only where the step's likelihood cost, its inputs and its
+    gradients all are: the kernels leave mu and rho alone when it is not. A NaN in an
+    input can vanish from the cost (a ReLU maps it to 0) and still reach the gradients.
+    One pass, by ``bbb_finite`` where the kernels run; else sums by matrix products
+    (``ops.total``), since 0 times a NaN or an infinity is NaN."""
+    arrays = [a for a in (X.reshape((-1,)), *grads) if a.dtype == np.float32]
+    if X.context.device_type == "cpu" and load():
+        return nll_sum + mx.nd.bbb_finite(*arrays, num_arrays=len(arrays))
+    extra = ops.total(arrays[0])
+    for g in arrays[1:]:
+        extra = extra + ops.total(g)
+    return nll_sum + extra * 0
+
+
+def _zero_nonfinite(grads):
+    """Set each gradient's NaN and infinite entries to 0 (two passes on the device, no host
+    read): a batch with a NaN then moves no parameter to NaN."""
+    for g in grads:
+        mx.nd.where(mx.nd.contrib.isfinite(g), g, mx.nd.zeros_like(g), out=g)
 
 
 def forward_with(net, posterior):
@@ -68,11 +92,17 @@ def reference_step(net, posterior, loss_fn, trainer, X, y, batch_index, ctxs, sa
             if k == 0:
                 complexity = cost
     autograd.backward(losses)
+    # A batch with a NaN or an infinity: no parameter moves to NaN (Adam's momentum may
+    # still move it), and the cost returned shows it, without a host read.
+    grads = [g for p in _trainer.params(trainer) if p.grad_req != "null" for g in p.list_grad()]
+    guards = [_guard(nll, xb, [g for g in grads if g.context == xb.context])
+              for nll, xb in zip(nlls, Xs, strict=True)]
+    _zero_nonfinite(grads)
     trainer.step(batch_size if step_size is None else step_size)
     if complexity is not None:
         complexity = complexity.as_in_context(ctxs[0]).reshape((1,))
-    total = nlls[0].as_in_context(ctxs[0])
-    for v in nlls[1:]:
+    total = guards[0].as_in_context(ctxs[0])
+    for v in guards[1:]:
         total = total + v.as_in_context(ctxs[0])
     return total.reshape((1,)), complexity
 
@@ -193,7 +223,7 @@ class FusedBBBStep:
         return plan
 
     # Nine parameters: the arrays of one update, each one input of the bbb_update kernel.
-    def _fused_update(self, plan, gws, ws, noise, mus, rhos, scale, step_size, ctx):
+    def _fused_update(self, plan, gws, ws, noise, mus, rhos, scale, step_size, guard):
         """The gradient kernel and the optimiser's step on every layer: the bookkeeping
         of ``Trainer.step`` / ``Optimizer.update`` (update counts, learning rate with its
         multipliers and schedule, Adam's bias correction, state creation) in Python, the
@@ -224,7 +254,8 @@ class FusedBBBStep:
                 wds.append(wd)
             extra = {"beta1": repr(opt.beta1), "beta2": repr(opt.beta2),
                      "epsilon": repr(opt.epsilon)} if adam else {"momentum": repr(opt.momentum)}
-            mx.nd.bbb_update(gw, w, e, m, r, *states, adam=int(adam), lr_mu=repr(lrs[0]),
+            mx.nd.bbb_update(gw, w, e, m, r, *states, guard, guard=1, adam=int(adam),
+                             lr_mu=repr(lrs[0]),
                              lr_rho=repr(lrs[1]), wd_mu=repr(wds[0]), wd_rho=repr(wds[1]),
                              rescale=repr(opt.rescale_grad), clip=repr(clip),
                              scale=repr(scale), **extra, **self.attrs)
@@ -268,9 +299,14 @@ class FusedBBBStep:
                     out = self.forward(ws, ctx, xb)
                     nll = self.nll(out, yb)
                 nll.backward()
+                nll_sum = nll.sum()
+                guard = _guard(nll_sum, xb, gws)
+                if self.others:
+                    _zero_nonfinite(p.grad(ctx) for p in self.others)
                 if samples > 1:
                     self._average_others(ctx, s, samples)
-                nll_sums.append(nll.sum().as_in_context(ctxs[0]) / samples)
+                # the guard as the cost: a batch skipped for a NaN shows as one
+                nll_sums.append(guard.as_in_context(ctxs[0]) / samples)
                 if want_complexity and k == 0 and s == 0:
                     # Before the update below changes mu and rho in place.
                     cost = None
@@ -279,13 +315,15 @@ class FusedBBBStep:
                         cost = c if cost is None else cost + c
                     complexities.append(cost)
                 if plan:
-                    self._fused_update(plan, gws, ws, noise, mus, rhos, scale, step_size, ctx)
+                    self._fused_update(plan, gws, ws, noise, mus, rhos, scale, step_size,
+                                       guard)
                     continue
                 targets_mu = params_mu if s == 0 else tmp_mu
                 targets_rho = params_rho if s == 0 else tmp_rho
                 for gw, w, e, m, r, gm, gr in zip(gws, ws, noise, mus, rhos, targets_mu,
                                                   targets_rho, strict=True):
-                    mx.nd.bbb_grad(gw, w, e, m, r, scale=repr(scale), out=[gm, gr],
+                    mx.nd.bbb_grad(gw, w, e, m, r, guard, guard=1, scale=repr(scale),
+                                   out=[gm, gr],
                                    **self.attrs)
                 if s > 0:
                     for gm, gr, tm, tr in zip(params_mu, params_rho, tmp_mu, tmp_rho,

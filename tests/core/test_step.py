@@ -322,3 +322,35 @@ def test_one_family_of_divergence_errors():
     assert issubclass(bbb_gluon.NotFiniteError, FloatingPointError)
     diverged = bbb_gluon.TrainingDiverged("diverged", 3, None)
     assert (diverged.epoch, diverged.batch) == (3, None)
+
+
+@pytest.mark.parametrize("engine", ["fused", "reference"])
+@pytest.mark.parametrize("bad", [float("nan"), float("inf")], ids=["nan", "inf"])
+def test_a_non_finite_batch_never_reaches_the_posterior(engine, bad):
+    from bbb_gluon import NotFiniteError
+
+    net = lenet(mx.cpu())  # BatchNorm's gamma and beta too, by the same Trainer
+    posterior = Posterior(net, seed=0)
+    step = make_step(net, posterior, optimizer="adam", lr=0.01, engine=engine)
+    batch = list(batches("image", steps=2))
+    step(*batch[0], 0)
+    before = [a.asnumpy() for a in posterior.mu() + posterior.rho()]
+    X, y = batch[1]
+    X = X.copy()
+    X[3, 0, 2, 2] = bad
+    costs = step(X, y, 1)
+    after = [a.asnumpy() for a in posterior.mu() + posterior.rho()]
+    assert all(np.isfinite(a).all() for a in after)
+    gamma = [p for p in net.collect_params().values() if p.name.endswith("gamma")][0]
+    assert np.isfinite(gamma.data().asnumpy()).all()
+    if engine == "fused":  # the kernels skip the update: nothing moved
+        for a, b in zip(before, after, strict=True):
+            np.testing.assert_array_equal(a, b)
+    assert not np.isfinite(costs.nll.asscalar())  # the cost says what happened
+    with pytest.raises(NotFiniteError, match="step calls 1 to 2"):
+        step.check_finite()
+    # and the next clean batch trains on from finite parameters (BatchNorm's running
+    # statistics are not: its forward pass updates them, outside any Trainer)
+    clean = step(*batch[0], 0)
+    assert np.isfinite(clean.nll.asscalar()) and np.isfinite(clean.complexity.asscalar())
+    assert all(np.isfinite(a.asnumpy()).all() for a in posterior.mu() + posterior.rho())
