@@ -15,7 +15,7 @@ import mxnet as mx
 import numpy as np
 from mxnet import autograd
 
-from ._checks import check_int
+from ._checks import as_array, check_int
 from ._kernels.threads import predict_threads, using_threads
 from .core.posterior import Posterior
 from .core.sampling import use_means, use_weights
@@ -45,7 +45,7 @@ def check_posterior(posterior, function):
 
 
 def _check_inputs(X):
-    X = np.asarray(X, dtype=np.float32)
+    X = as_array(X, "X").astype(np.float32, copy=False)
     if X.ndim < 2:
         raise ValueError(f"X must have an examples axis first and the input's axes after it "
                          f"(N, features) or (N, channels, height, width), got shape {X.shape}")
@@ -189,7 +189,10 @@ def _predict_samples(net, posterior, X, num_samples, batch_size, ctx, likelihood
 
 def error_rate(probs, y):
     """Fraction of examples whose most probable class is not the label."""
-    y = np.asarray(y).reshape(-1)
+    probs, y = as_array(probs, "probs"), as_array(y, "y").reshape(-1)
+    if probs.ndim != 2 or len(probs) != len(y):
+        raise ValueError(f"error_rate takes probabilities (N, classes) and N labels, got "
+                         f"probs of shape {probs.shape} and {len(y)} labels")
     return float(np.mean(np.argmax(probs, axis=1) != y))
 
 

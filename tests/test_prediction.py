@@ -21,6 +21,7 @@ from bbb_gluon.prediction import (
     PREDICTION_STREAM,
     class_std,
     entropy,
+    error_rate,
     expected_entropy,
     mutual_information,
     predict_proba,
@@ -484,3 +485,26 @@ def test_the_network_and_its_posterior_come_first_and_regressions_get_no_probabi
         uncertainty(net, posterior, X, 2, likelihood="gaussian")
     outputs = predict_samples(net, posterior, X, 3, likelihood="gaussian")
     assert outputs.shape == (3, 5, 1) and np.isfinite(outputs).all()
+
+
+def test_ndarrays_are_taken_and_bad_inputs_are_refused_in_the_users_words():
+    net = nn.HybridSequential()
+    net.add(nn.Dense(8, activation="relu", in_units=3), nn.Dense(4, in_units=8))
+    net.initialize(mx.init.Xavier())
+    posterior = Posterior(net, seed=0)
+    X = np.random.default_rng(1).normal(size=(6, 3)).astype(np.float32)
+    np.testing.assert_array_equal(predict_proba(net, posterior, mx.nd.array(X), 0),
+                                  predict_proba(net, posterior, X, 0))
+    assert predict_samples(net, posterior, mx.nd.array(X), 2).shape == (2, 6, 4)
+    bad = X.copy()
+    bad[2, 1] = np.inf
+    with pytest.raises(ValueError, match="X contains NaN or infinity"):
+        predict_proba(net, posterior, mx.nd.array(bad), 0)
+    with pytest.raises(ValueError, match="X holds no examples"):
+        predict_proba(net, posterior, X[:0], 0)
+    with pytest.raises(ValueError, match="X must be an array of numbers"):
+        predict_proba(net, posterior, [["a", "b", "c"]], 0)
+    probs = predict_proba(net, posterior, X, 0)
+    assert error_rate(mx.nd.array(probs), mx.nd.array(probs.argmax(axis=1))) == 0.0
+    with pytest.raises(ValueError, match=r"N labels, got probs of shape \(6, 4\) and 5 labels"):
+        error_rate(probs, np.zeros(5))

@@ -14,6 +14,7 @@ import mxnet as mx
 import numpy as np
 from mxnet import gluon
 
+from .._checks import as_array, check_class_labels
 from .._files import atomic_write_text
 from ..core.loss import BBBLoss, likelihood_loss
 from ..core.posterior import Posterior, PosteriorMismatchError
@@ -243,28 +244,27 @@ def write_config(run, extra_config):
 def _check_arrays(name, X, y, config, task=None):
     """``task``: None for the package's MLP; for a user's network ``("classes", C)`` (integer
     labels below C) or ``("targets", None)`` (real-valued targets of any shape)."""
-    X = np.asarray(X)
-    y = np.asarray(y)
+    X = as_array(X, f"the {name} inputs")
+    y = as_array(y, f"the {name} labels")
     if task is None and (X.ndim != 2 or X.shape[1] != config.num_inputs):
         raise ValueError(f"{name} inputs must have shape (N, {config.num_inputs}), got {X.shape}")
     if X.ndim < 2:
         raise ValueError(f"{name} inputs must have an examples axis and the input's axes, "
                          f"(N, ...), got {X.shape}")
-    if name == "training" and X.shape[0] == 0:
-        raise ValueError(f"the training inputs hold no examples (shape {X.shape})")
+    if X.shape[0] == 0:
+        raise ValueError(f"the {name} inputs hold no examples (shape {X.shape})")
     if not np.isfinite(X).all():
         raise ValueError(f"{name} inputs contain NaN or infinity")
     if task is not None and task[0] == "targets":
-        if y.ndim < 1 or len(y) != len(X) or not np.isfinite(y).all():
-            raise ValueError(f"{name} targets must be finite numbers, one row per input "
-                             f"({len(X)}), got shape {y.shape}")
+        if y.ndim < 1 or len(y) != len(X):
+            raise ValueError(f"{name} targets must have one row per input ({len(X)}), got "
+                             f"shape {y.shape}")
+        if not np.isfinite(y).all():
+            raise ValueError(f"{name} targets contain NaN or infinity")
         return X.astype(np.float32, copy=False), y.astype(np.float32, copy=False)
     if y.shape != (X.shape[0],):
         raise ValueError(f"{name} labels must have shape ({X.shape[0]},), got {y.shape}")
     classes = task[1] if task is not None else (
         2 if config.likelihood == "bernoulli" else config.num_outputs)
-    if not np.isfinite(y).all() or np.any(y != np.round(y)) or y.min() < 0 \
-            or y.max() > classes - 1:
-        raise ValueError(f"{name} labels must be integers in [0, {classes - 1}], "
-                         f"got values in [{y.min()}, {y.max()}]")
+    check_class_labels(y, classes, f"{name} labels")
     return X.astype(np.float32, copy=False), y.astype(np.int32, copy=False)

@@ -1,4 +1,5 @@
-"""The program ``tests/distributed/test_distributed.py`` launches as each worker (not a test module).
+"""The program ``tests/distributed/test_distributed.py`` launches as each worker (not a test
+module).
 
     python dist_worker.py MODE OUT MODEL ENGINE
 

@@ -633,12 +633,30 @@ def _label_count(X, y):
     return X, y[:-1]
 
 
+def _label_nan(X, y):
+    y = y.astype(np.float32)
+    y[5] = np.nan
+    return X, y
+
+
+def _empty(X, y):
+    return X[:0], y[:0]
+
+
+def _as_ndarrays(X, y):  # accepted, as BBBStep accepts them: spoiled after the conversion
+    X = X.copy()
+    X[0, 0] = np.nan
+    return mx.nd.array(X), mx.nd.array(y)
+
+
 BAD_DATA = [(_with_nan, "NaN"), (_with_inf, "NaN or infinity"),
-            (_label_too_large, r"labels must be integers in \[0, 9\]"),
-            (_label_negative, r"labels must be integers in \[0, 9\]"),
-            (_label_fractional, "labels must be integers"),
+            (_label_too_large, r"must lie in 0\.\.9 for 10 classes, got labels from 0 to 10"),
+            (_label_negative, r"must lie in 0\.\.9 for 10 classes, got labels from -1 to"),
+            (_label_fractional, r"whole numbers \(class indices 0\.\.9\), got \d\.5"),
+            (_label_nan, "labels contain NaN or infinity"),
             (_wrong_width, r"shape \(N, 784\)"), (_images_not_flat, r"shape \(N, 784\)"),
-            (_label_count, "labels must have shape")]
+            (_label_count, "labels must have shape"), (_empty, "hold no examples"),
+            (_as_ndarrays, "inputs contain NaN or infinity")]
 
 
 @pytest.mark.parametrize("split", ["training", "validation"])
@@ -646,6 +664,11 @@ BAD_DATA = [(_with_nan, "NaN"), (_with_inf, "NaN or infinity"),
 def test_bad_data_raises_value_error_before_any_work(mnist_300, tmp_path, split, spoil,
                                                      message):
     train, valid = mnist_300.train, mnist_300.valid
+    if spoil is _empty and split == "validation":
+        valid = spoil(*valid)  # no validation examples: trained without validation
+        assert "valid_error" not in fit(tiny("bbb", epochs=1), train, valid,
+                                        progress=False).history[0]
+        return
     if split == "training":
         train = spoil(*train)
     else:
