@@ -4,7 +4,7 @@ MXNet 1.9.1 runs most elementwise operators on one thread, one pass over memory 
 Bayes-by-Backprop step built from them needs some twenty passes over every weight, and
 ``nd.random.normal`` alone costs more than four plain training steps (see
 ``docs/benchmarks.md``). ``_kernels/fused.cc`` does the same arithmetic in OpenMP-parallel,
-vectorised loops behind eight operators, and MXNet loads it as an operator library
+vectorised loops behind nine operators, and MXNet loads it as an operator library
 (``mx.library.load``):
 
 - ``bbb_normal``: N(0, 1) noise by Box-Muller from a counter-based hash of
@@ -21,6 +21,8 @@ vectorised loops behind eight operators, and MXNet loads it as an operator libra
 - ``bbb_update``: ``bbb_grad`` and the optimiser's update (Adam, or SGD with or without
   momentum) in the same pass, on the Trainer's own state, so one call per layer replaces the
   gradient kernel and ``Trainer.step``;
+- ``bbb_finite``: 0 when every element of its inputs is finite, else NaN: the step's
+  guard, so that a batch with a NaN never reaches :math:`\\mu` and :math:`\\rho`;
 - ``bbb_threads``: the OpenMP thread count of the engine thread (:mod:`bbb_gluon.threads`).
 
 The library is built with the machine's C++ compiler (``$CXX`` or ``g++``) against the
