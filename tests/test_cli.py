@@ -390,15 +390,41 @@ def test_resume_of_a_checkpoint_from_another_architecture(run_copy):
     assert snapshot(run_copy) == before
 
 
-def test_resume_of_a_corrupt_checkpoint(run_copy):
+def test_resume_of_a_corrupt_checkpoint_continues_from_the_best_one(run_copy):
     latest = run_copy / "checkpoints" / "latest.params"
     latest.write_bytes(os.urandom(3000))
+    broken = latest.read_bytes()
+    best_epoch = json.loads((run_copy / "metrics.json").read_text())["best_epoch"]
+    done = run_subprocess(["train", "--out", str(run_copy), "--resume", "--epochs", "3",
+                           "--no-progress"], cwd=run_copy.parent)
+    assert done.returncode == 0, done.stderr
+    notices = [line for line in done.stderr.splitlines() if "corrupt" in line]
+    assert len(notices) == 1 and "Traceback" not in done.stderr
+    assert str(latest) in notices[0]
+    assert f"best.params, after epoch {best_epoch}" in notices[0]
+    assert (run_copy / "checkpoints" / "latest.params.corrupt").read_bytes() == broken
+    history = json.loads((run_copy / "history.json").read_text())
+    assert [row["epoch"] for row in history] == [1, 2, 3]
+
+
+def test_resume_of_a_corrupt_checkpoint_beside_an_old_best_one(run_copy):
+    """A best checkpoint without the optimiser states (as written before they were kept
+    there): refused with the command that continues; that command continues."""
+    latest = run_copy / "checkpoints" / "latest.params"
+    latest.write_bytes(os.urandom(3000))
+    best = run_copy / "checkpoints" / "best.params"
+    arrays = mx.nd.load(str(best))
+    mx.nd.save(str(best), {k: v for k, v in arrays.items() if not k.startswith("__trainer")})
     before = snapshot(run_copy)
-    done = run_subprocess(["train", "--out", str(run_copy), "--resume", "--no-progress"],
-                          cwd=run_copy.parent)
-    assert_usage_error(done.returncode, done.stderr, "corrupt")
-    assert str(latest) in done.stderr
+    status, _, stderr = run_in_process(["train", "--out", str(run_copy), "--resume",
+                                        "--no-progress"])
+    assert_usage_error(status, stderr, "corrupt")
+    command = f"bbb-gluon train --out {run_copy} --resume best"
+    assert str(latest) in stderr and command in stderr
     assert snapshot(run_copy) == before  # the corrupt file is still there, byte-identical
+    status, _, stderr = run_in_process([*command.split()[1:], "--no-progress"])
+    assert status == 0, stderr
+    assert "the optimiser starts afresh" in stderr
 
 
 def test_missing_data_names_the_environment_variable(tmp_path, monkeypatch):

@@ -193,9 +193,12 @@ def _add_output_args(p):
                         "bbb-gluon launch (dist_sync, dist_sync_device)")
     g.add_argument("--out", default=None,
                    help="run folder (default runs/<dataset>-<model>-<hidden>-s<seed>)")
-    g.add_argument("--resume", action="store_true",
-                   help="continue the run in --out from its latest checkpoint "
-                        "(its stored settings are used; --epochs may extend it)")
+    g.add_argument("--resume", nargs="?", const=True, default=False, choices=("best",),
+                   help="continue the run in --out from its latest checkpoint (its stored "
+                        "settings are used; --epochs may extend it); if that is corrupt, "
+                        "from the best one, which holds the optimiser state. --resume best: "
+                        "from a best checkpoint that holds none (older runs), with a fresh "
+                        "optimiser")
     g.add_argument("--no-progress", action="store_true", help="no progress bars")
 
 

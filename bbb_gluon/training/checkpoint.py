@@ -3,7 +3,10 @@ states and where training stood, written atomically and read back with clear err
 ``load_run`` rebuilds a trained network from its folder.
 """
 
+import filecmp
 import os
+import shutil
+import sys
 import tempfile
 
 import mxnet as mx
@@ -12,6 +15,7 @@ from .._files import (
     array_bytes,
     array_json,
     atomic_nd_save,
+    atomic_write,
     bytes_array,
     json_array,
     read_nd_file,
@@ -123,6 +127,76 @@ def _read_checkpoint(path):
     meta["trainer_states"] = None if trainer_blob is None else array_bytes(trainer_blob)
     meta["other_trainer_states"] = extra_blobs
     return _posterior_names(arrays), meta
+
+
+def _resume_checkpoint(run_dir, which=True):
+    """The checkpoint a resumed run continues from: ``(arrays, meta, path, broken)``,
+    ``broken`` the error that made the latest one unusable (or None).
+
+    ``which=True``: the latest; if that is missing or corrupt, the best one when it holds
+    the optimiser states (so the run continues exactly from that epoch), else a
+    :class:`CheckpointError` that names the command which would continue.
+    ``which="best"``: the best one, also without optimiser states (they start afresh),
+    only when the latest cannot be read.
+    """
+    _, latest_path, best_path = _run_paths(run_dir)
+    try:
+        arrays, meta = _read_checkpoint(latest_path)
+    except CheckpointError as e:
+        broken = e
+    else:
+        if which == "best":
+            raise CheckpointError(
+                f"{latest_path} is intact ({_where(meta)}): continue it with --resume "
+                "(resume=True); going back to the best checkpoint would overwrite it")
+        return arrays, meta, latest_path, None
+    try:
+        arrays, meta = _read_checkpoint(best_path)
+    except CheckpointError as e:
+        raise CheckpointError(f"{broken}, and {e}: the run cannot continue") from None
+    if meta["trainer_states"] is None and which != "best":
+        raise CheckpointError(
+            f"{broken}; {best_path} ({_where(meta)}) is intact but holds no optimiser "
+            "state, so the run would not continue exactly: to continue from it with a "
+            f"fresh optimiser, run: bbb-gluon train --out {run_dir} --resume best "
+            "(in Python: fit(..., resume=\"best\")); nothing was changed")
+    return arrays, meta, best_path, broken
+
+
+def _announce_fallback(broken, path, meta, writer):
+    """The one-line notice of a resume from ``path`` instead of the unreadable latest
+    checkpoint. The ``writer`` first copies that aside and puts ``path`` in its place, so
+    that the latest checkpoint is where the run stands again."""
+    if not writer:
+        return
+    latest_path = _run_paths(os.path.dirname(os.path.dirname(path)))[1]
+    kept = _keep_corrupt(latest_path) if os.path.exists(latest_path) else None
+    atomic_write(latest_path, lambda tmp: shutil.copyfile(path, tmp))
+    print(f"bbb_gluon: {broken}" + (f" (a copy is kept as {kept})" if kept else "")
+          + f"; resuming from {path}, {_where(meta)}"
+          + ("; the optimiser starts afresh" if meta["trainer_states"] is None else ""),
+          file=sys.stderr, flush=True)
+
+
+def _where(meta):
+    """Where a checkpoint's run stood, in words."""
+    epoch, batch = meta.get("epoch", 0), meta.get("batch") or 0
+    if batch:
+        return f"in epoch {epoch + 1} after {batch} minibatches"
+    return f"after epoch {epoch}" if epoch else "before the first epoch"
+
+
+def _keep_corrupt(path):
+    """Copy an unreadable checkpoint to ``<path>.corrupt`` (``.corrupt.1`` ... if that
+    exists and differs), before the resumed run replaces it; return the copy's path."""
+    for i in range(100):
+        copy = f"{path}.corrupt" + (f".{i}" if i else "")
+        if not os.path.exists(copy):
+            atomic_write(copy, lambda tmp: shutil.copyfile(path, tmp))
+            return copy
+        if filecmp.cmp(path, copy, shallow=False):
+            return copy
+    raise CheckpointError(f"{path} is corrupt, and so are the 100 copies beside it")
 
 
 def _load_trainer_states(trainer, blob):

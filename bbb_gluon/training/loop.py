@@ -86,8 +86,13 @@ def fit(config, train, valid=None, run_dir=None, ctx=None, resume=False, progres
         Folder for ``config.json``, ``history.csv``/``.json`` and ``checkpoints/``.
     ctx : Context or list of Context, optional
         Default ``mx.current_context()``; a list trains data-parallel.
-    resume : bool
-        Continue from ``run_dir/checkpoints/latest.params``.
+    resume : bool or "best"
+        Continue from ``run_dir/checkpoints/latest.params``; if that file is corrupt,
+        from ``best.params`` (it holds the optimiser states too, so the run continues
+        exactly from its epoch), with a one-line notice on stderr. ``"best"``: from
+        ``best.params`` of a run whose latest checkpoint is corrupt, also one written
+        without optimiser states (they start afresh). The corrupt file is copied to
+        ``latest.params.corrupt``, and the checkpoint resumed from takes its place.
     progress : bool
         Show a tqdm bar per epoch.
     stop_after_batches : int, optional
@@ -151,7 +156,7 @@ def fit(config, train, valid=None, run_dir=None, ctx=None, resume=False, progres
     """
     run = prepare(config, train, valid, test, run_dir, ctx, resume, net, posterior, loss,
                   kvstore)
-    done = resume_run(run) if resume else _Progress()
+    done = resume_run(run, resume) if resume else _Progress()
     run.group.prepare(run.trainers)
     if run.writer:
         write_config(run, extra_config)
@@ -348,7 +353,10 @@ def _end_epoch(run, done, epoch, sums, restore_best):
     if run.writer:
         meta = done.meta(run, epoch + 1, 0, None)
         if improved or Xv is None:
-            _save_checkpoint(run.best_path, run.net, run.posterior, None, meta, run.loss)
+            # With the optimiser states: a run whose latest checkpoint is lost
+            # continues exactly from here.
+            _save_checkpoint(run.best_path, run.net, run.posterior, run.trainers, meta,
+                             run.loss)
         _save_checkpoint(run.latest_path, run.net, run.posterior, run.trainers, meta,
                          run.loss)
         _write_history(run.run_dir, done.history)
