@@ -443,6 +443,18 @@ def test_missing_data_names_the_environment_variable(tmp_path, monkeypatch):
     assert list(empty.iterdir()) == []
 
 
+@pytest.mark.parametrize("dataset", ["mnist", "fashion-mnist"])
+def test_a_data_dir_that_does_not_exist_is_reported_as_such(tmp_path, dataset):
+    missing = tmp_path / "nowhere"
+    out = tmp_path / "run"
+    status, _, stderr = run_in_process(["train", *QUICK, "--dataset", dataset,
+                                        "--data-dir", str(missing), "--out", str(out)])
+    assert_usage_error(status, stderr, f"the data folder {missing} .given. does not exist")
+    assert "subfolder" not in stderr.split("does not exist")[0] and "root=" not in stderr
+    assert ("dataset-fashion-mnist" in stderr) == (dataset == "fashion-mnist")
+    assert not out.exists() and not missing.exists()
+
+
 @pytest.mark.parametrize("args, message", [
     (["train", "--hidden", "0"], "argument --hidden"),
     (["train", "--transform", "x"], "argument --transform"),

@@ -2,6 +2,8 @@
 trained run.
 """
 
+import sys
+
 from .common import (
     UsageError,
     _contexts,
@@ -21,16 +23,20 @@ def cmd_evaluate(args):
     if args.bins < 1:
         raise UsageError(f"--bins must be >= 1, got {args.bins}")
     run_dir, which = args.run_dir, args.checkpoint
-    dataset = _read_run_config(run_dir)["data"].get("dataset")
+    stored = _read_run_config(run_dir)["data"]
     ood = args.ood if args.ood is not None else default_ood(run_dir)
     if ood == "none":
         ood = None
-    _refuse_to_overwrite(args, evaluation_files(run_dir, which, ood))
     if ood is not None and ood not in data.DATASETS:
         raise UsageError(f"--ood: unknown dataset {ood!r}; choose one of {data.DATASETS} "
                          "or none")
-    if ood is not None and ood == dataset:
+    if ood is not None and ood == stored.get("dataset"):
         raise UsageError(f"--ood {ood} is the run's own dataset; choose another or none")
+    data_dir = args.data_dir if args.data_dir is not None else stored.get("data_dir")
+    skipped = ood is not None and _skipped(ood, data_dir, given=args.ood is not None)
+    if skipped:
+        ood = None
+    _refuse_to_overwrite(args, evaluation_files(run_dir, which, ood))
     ctx = _contexts(args.ctx)
     if len(ctx) != 1:
         raise UsageError("--ctx: evaluate runs on one device")
@@ -55,4 +61,28 @@ def cmd_evaluate(args):
         print(text)
     print(f"wrote {evaluation_files(run_dir, which)[0]} and "
           f"{', '.join(report['plots'].values())}")
+    if skipped:
+        print(f"bbb-gluon evaluate: note: {skipped}", file=sys.stderr)
     return 0
+
+
+def _skipped(ood, data_dir, given):
+    """Why the out-of-distribution test is skipped, or None: the default dataset is
+    skipped where the data folder lacks it, with a note naming --ood none; a dataset of
+    the user's choice is a usage error instead. (Without a data folder MXNet may
+    download it.)"""
+    from ..data import DatasetNotFoundError, find_data_root, require_datasets
+
+    root = find_data_root(data_dir)
+    if root is None or not root.is_dir():  # the run's own data are reported first
+        return None
+    try:
+        require_datasets(ood, root=root)
+    except DatasetNotFoundError as e:
+        if given:
+            raise UsageError(f"--ood {ood}: {e} Or evaluate without the "
+                             "out-of-distribution test: --ood none") from None
+        return (f"{ood} is not in the data folder {root} (docs/data.md says how to add "
+                "it), so the out-of-distribution test was skipped; --ood none skips it "
+                "without this note")
+    return None
