@@ -189,6 +189,28 @@ def test_resume_takes_epochs_from_the_command_line(run_copy, monkeypatch, how, e
     assert seen == [(expected, True)]
 
 
+def test_a_log_gets_one_line_per_epoch_and_where_a_resume_starts(data_root, tmp_path):
+    """Output into a file or a pipe: no progress-bar frames, one line per epoch with its
+    validation error (as the history holds it), and where a resumed run continues."""
+    out = tmp_path / "run"
+    done = run_subprocess(["train", *QUICK[:-1], "--epochs", "2", "--out", str(out)],
+                          cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert "\r" not in done.stderr and "it/s" not in done.stderr, done.stderr
+    history = json.loads((out / "history.json").read_text())
+    lines = [line for line in done.stdout.splitlines() if line.startswith("epoch ")]
+    assert [line.split(":")[0] for line in lines] == ["epoch 1/2", "epoch 2/2"]
+    for line, row in zip(lines, history, strict=True):
+        assert f"validation error {100 * row['valid_error']:.2f}%" in line, line
+    done = run_subprocess(["train", "--out", str(out), "--resume", "--epochs", "3"],
+                          cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert f"resuming {out} after epoch 2, to 3 epochs" in done.stdout
+    assert [line.split(":")[0] for line in done.stdout.splitlines()
+            if line.startswith("epoch ")] == ["epoch 3/3"]
+    assert "\r" not in done.stderr
+
+
 def test_resume_to_fewer_epochs_than_done_is_refused(run_copy):
     before = snapshot(run_copy)
     status, _, stderr = run_in_process(["train", "--out", str(run_copy), "--resume",
@@ -470,6 +492,17 @@ def test_argument_errors_exit_2_without_traceback(tmp_path, monkeypatch, args, m
     assert "Traceback" not in stderr
     last = stderr.strip().splitlines()[-1]
     assert last.startswith("bbb-gluon") and ": error: " in last and message in last
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("command", ["train", "evaluate", "compare", "demo", "bandit"])
+def test_an_unknown_option_is_reported_by_its_command(tmp_path, monkeypatch, command):
+    monkeypatch.chdir(tmp_path)
+    args = [command, *(["runs/x"] if command in ("evaluate", "compare") else []), "--frobnicate"]
+    status, stdout, stderr = run_in_process(args)
+    assert status == 2 and stdout == ""
+    assert stderr == (f"bbb-gluon {command}: error: unrecognized arguments: --frobnicate "
+                      f"(see bbb-gluon {command} --help)\n")
     assert list(tmp_path.iterdir()) == []
 
 

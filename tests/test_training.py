@@ -194,6 +194,35 @@ def test_fit_without_run_dir_or_validation(mnist_300):
 # --------------------------------------------------------------------------- resuming
 
 
+def test_progress_bars_only_where_watched_and_a_line_per_epoch(mnist_300, capsys,
+                                                                monkeypatch):
+    import io
+
+    from bbb_gluon.training import progress
+
+    class Terminal(io.StringIO):
+        def isatty(self):
+            return True
+
+    for stream, bar in ((Terminal(), True), (io.StringIO(), False)):
+        monkeypatch.setattr(sys, "stderr", stream)
+        assert progress.progress_mode(True) == (bar, True)
+        result = fit(tiny("bbb", eval_samples=2), mnist_300.train, mnist_300.valid,
+                     progress=True)
+        assert ("epoch 1/2" in stream.getvalue()) == bar  # tqdm's bar, on stderr
+        lines = capsys.readouterr().out.splitlines()
+        assert [line.split(":")[0] for line in lines] == ["epoch 1/2", "epoch 2/2"]
+        for line, row in zip(lines, result.history, strict=True):
+            assert (f"validation error {100 * row['valid_error']:.2f}% with the means, "
+                    f"{100 * row['valid_error_mc']:.2f}% with 2 samples") in line
+    assert progress.progress_mode("lines") == (False, True)
+    assert progress.progress_mode(False) == (False, False)
+    fit(tiny("plain", epochs=1), mnist_300.train, progress=False)
+    assert capsys.readouterr().out == ""
+    with pytest.raises(ValueError, match="progress must be"):
+        fit(tiny("plain", epochs=1), mnist_300.train, progress="bar")
+
+
 @pytest.mark.parametrize("model", ["bbb", "dropout"])
 def test_resume_after_an_epoch_matches_uninterrupted_run(mnist_300, tmp_path, model):
     full = fit(tiny(model), mnist_300.train, mnist_300.valid, run_dir=tmp_path / "a",

@@ -21,11 +21,11 @@ def main(argv=None):
     # The console script and ``python -m bbb_gluon`` call main() with no arguments.
     _PROGRAM["running"] = argv is None
     parser = build_parser()
-    args = parser.parse_args(argv)
+    args = _parse(parser, argv)
     if getattr(args, "recipe", None):
         # The recipe's values become the defaults, so options given beside it still win.
         parser.train_parser.set_defaults(**RECIPES[args.recipe])
-        args = parser.parse_args(argv)
+        args = _parse(parser, argv)
     from .._files import FileWriteError
     from ..bandit import BanditCheckpointError
     from ..core.posterior import PosteriorMismatchError
@@ -51,3 +51,11 @@ def main(argv=None):
         print("interrupted", file=sys.stderr)
         return getattr(e, "exit_status", EXIT_INTERRUPTED)
 
+
+def _parse(parser, argv):
+    """The arguments; one the command does not know is reported by that command's parser
+    (its name and its --help), not by the top level's."""
+    args, unknown = parser.parse_known_args(argv)
+    if unknown:
+        parser.commands[args.command].error(f"unrecognized arguments: {' '.join(unknown)}")
+    return args

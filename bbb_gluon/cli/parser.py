@@ -125,7 +125,9 @@ def _add_model_args(p):
     g.add_argument("--activation", default="relu", help="relu, tanh, sigmoid, softrelu")
     g.add_argument("--dropout", type=float, default=0.5, help="drop rate of --model dropout")
     g = p.add_argument_group("prior and posterior (bbb)")
-    g.add_argument("--prior", default="scale_mixture", choices=["scale_mixture", "gaussian"])
+    g.add_argument("--prior", default="scale_mixture", choices=["scale_mixture", "gaussian"],
+                   help="the paper's mixture of two zero-mean Gaussians (--pi, --log-sigma1, "
+                        "--log-sigma2; default) or one (--prior-sigma)")
     g.add_argument("--pi", type=float, default=0.5, help="mixture weight (default 0.5)")
     g.add_argument("--log-sigma1", type=float, default=0.0,
                    help="natural log of the wide component's sigma (default 0: sigma1=1)")
@@ -167,8 +169,11 @@ def _add_optimisation_args(p):
     g.add_argument("--rho-lr-mult", type=float, default=1.0,
                    help="multiplier of the learning rate for rho (default 1: the same step "
                         "as mu)")
-    g.add_argument("--batch-size", type=int, default=128)
-    g.add_argument("--seed", type=int, default=0)
+    g.add_argument("--batch-size", type=int, default=128,
+                   help="examples per minibatch (default 128)")
+    g.add_argument("--seed", type=int, default=0,
+                   help="seed of the initialisation, the data order and the weight noise "
+                        "(default 0)")
     g.add_argument("--engine", default="auto", choices=["auto", "fused", "reference"],
                    help="how a bbb step is computed: the compiled CPU kernels (fused), "
                         "MXNet operators with autograd (reference), or fused where it "
@@ -199,7 +204,9 @@ def _add_output_args(p):
                         "from the best one, which holds the optimiser state. --resume best: "
                         "from a best checkpoint that holds none (older runs), with a fresh "
                         "optimiser")
-    g.add_argument("--no-progress", action="store_true", help="no progress bars")
+    g.add_argument("--no-progress", action="store_true",
+                   help="no progress bar, only one line per epoch (what a log gets when the "
+                        "output is not a terminal)")
 
 
 def _add_run_options(p, force_help):
@@ -290,7 +297,8 @@ def _add_compare(sub):
                                    "epochs run of those planned, the best validation error "
                                    "and its epoch (from history.csv), and the test errors "
                                    "once training has finished (metrics.json).")
-    p.add_argument("run_dirs", metavar="RUN_DIR", nargs="+")
+    p.add_argument("run_dirs", metavar="RUN_DIR", nargs="+",
+                   help="run folders written by bbb-gluon train (or copies under results/)")
     p.add_argument("--sort", choices=("none", "valid"), default="none",
                    help="order: as given (none) or by best validation error (valid)")
     p.add_argument("--csv", default=None, help="also write every summary column to this CSV")
@@ -313,13 +321,15 @@ def _add_weights(sub):
                                    "the posterior of a bbb run (or its means with --draw "
                                    "means), the weights of plain and dropout runs. Prints "
                                    "the spread of each.")
-    p.add_argument("run_dirs", metavar="RUN_DIR", nargs="+")
+    p.add_argument("run_dirs", metavar="RUN_DIR", nargs="+",
+                   help="run folders written by bbb-gluon train")
     p.add_argument("--out", required=True, help="PNG file to write")
     p.add_argument("--labels", default=None, help="comma-separated legend labels, one per run")
     p.add_argument("--draw", choices=("sample", "means"), default="sample",
                    help="bbb runs: one posterior sample (default) or the means")
     p.add_argument("--seed", type=int, default=0, help="seed of the posterior sample")
-    p.add_argument("--bins", type=int, default=200)
+    p.add_argument("--bins", type=int, default=200,
+                   help="histogram bins of the density (default 200)")
     p.add_argument("--ctx", default="cpu", help="one device: cpu or gpu:0 (default cpu)")
     p.add_argument("--force", action="store_true", help="overwrite an existing --out file")
     p.set_defaults(func=cmd_weights)
@@ -427,11 +437,14 @@ def _add_demo(sub):
                                    "accuracy and writes PNGs of the predictive mean and "
                                    "standard deviation over a grid.")
     p.add_argument("--out", default="runs/demo", help="folder for the PNGs (default runs/demo)")
-    p.add_argument("--epochs", type=int, default=300)
+    p.add_argument("--epochs", type=int, default=300, help="epochs (default 300)")
     p.add_argument("--samples", type=int, default=500,
                    help="weight samples of the predictive (default 500)")
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--progress", action="store_true", help="a progress bar per epoch")
+    p.add_argument("--seed", type=int, default=0,
+                   help="seed of the half-moons, the initialisation and the weight noise "
+                        "(default 0)")
+    p.add_argument("--progress", action="store_true",
+                   help="a progress bar per epoch and a line after each")
     p.add_argument("--no-progress", action="store_true",
                    help="no progress bars (the default; kept for symmetry with train)")
     p.set_defaults(func=cmd_demo)
@@ -444,6 +457,7 @@ def build_parser():
 
     parser.add_argument("--version", action="version", version=f"bbb_gluon {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
+    parser.commands = sub.choices  # name -> its parser: main() reports its errors there
     parser.train_parser = _add_train(sub)  # main() sets a --recipe's values as its defaults
     _add_evaluate(sub)
     _add_prune(sub)

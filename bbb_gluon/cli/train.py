@@ -112,7 +112,8 @@ def cmd_train(args):
     try:
         result = fit(config, splits.train, splits.valid, run_dir=out, ctx=ctxs,
                      kvstore=group.kvstore or args.kvstore,
-                     resume=args.resume, progress=not args.no_progress,
+                     resume=args.resume,
+                     progress="lines" if args.no_progress else True,
                      extra_config={"data": data_args,
                                    "evaluation": {"test_samples": test_samples}},
                      test=splits.test if data_args.get("monitor_test") else None)
