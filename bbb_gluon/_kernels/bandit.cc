@@ -22,8 +22,10 @@
 // replaced by beta_u / B for update u of a step, see complexity_scale). A plain agent
 // keeps only mu (its weights) and follows the first term.
 // Decisions: a Thompson agent samples the weights act_samples times and takes the action
-// whose mean predicted reward is larger; a greedy agent uses mu, and explores with
-// probability epsilon.
+// whose mean predicted reward is larger (act_draws 0: both actions valued under the same
+// draws; 1: each action under its own, not eating under the shared draws' keys and eating
+// under draws of their own tag); a greedy agent uses mu, and explores with probability
+// epsilon.
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -39,7 +41,7 @@
 namespace {
 
 // Domain tags keep the hash streams of different uses apart.
-constexpr uint64_t kTagNoise = 1, kTagBatch = 2, kTagAct = 3;
+constexpr uint64_t kTagNoise = 1, kTagBatch = 2, kTagAct = 3, kTagActEat = 4;
 
 // eps[0..n) ~ N(0, 1), a pure function of key (fused.cc's bbb_normal on one thread).
 void normals(uint64_t key, float* eps, int64_t n) {
@@ -67,6 +69,8 @@ struct BanditArgs {
   int32_t complexity_over;      // the complexity cost is divided by: 0 the items in the
                                 // buffer, 1 the interactions seen so far; 2: Blundell's
                                 // weighting over a step's updates (see complexity_scale)
+  int32_t act_draws;            // Thompson decisions: 0 one draw for both actions, 1 a
+                                // draw per action
   int64_t t0;                   // global index of the chunk's first step
   float rho_lr_mult, beta1, beta2, adam_eps, inv_noise_var;
   float pi, sigma1, sigma2, sigma;
@@ -410,12 +414,21 @@ void run_agent(const BanditArgs& a, int ag) {
     float value[2] = {0.f, 0.f};
     if (bayes) {
       for (int k = 0; k < a.act_samples; ++k) {
-        normals(mix64(mix64(key ^ (kTagAct << 56)) + static_cast<uint64_t>(t) * 64 + k),
-                eps.data(), P);
+        const uint64_t offset = static_cast<uint64_t>(t) * 64 + k;
+        normals(mix64(mix64(key ^ (kTagAct << 56)) + offset), eps.data(), P);
         sample_weights(P, mu, rho, eps.data(), w.data(), sd.data(), dsd.data());
-        forward(L, w.data(), act, na, 2, s);
-        value[0] += s.f[0];
-        value[1] += s.f[1];
+        if (a.act_draws == 0) {
+          forward(L, w.data(), act, na, 2, s);
+          value[0] += s.f[0];
+          value[1] += s.f[1];
+        } else {  // not eating under this draw, eating under a draw of its own
+          forward(L, w.data(), act, na, 1, s);
+          value[0] += s.f[0];
+          normals(mix64(mix64(key ^ (kTagActEat << 56)) + offset), eps.data(), P);
+          sample_weights(P, mu, rho, eps.data(), w.data(), sd.data(), dsd.data());
+          forward(L, w.data(), act + na, na, 1, s);
+          value[1] += s.f[0];
+        }
       }
     } else {
       forward(L, mu, act, na, 2, s);

@@ -46,6 +46,7 @@ def cmd_bandit(args):
             prior_sigma2=_sigma(args.log_sigma2, "--log-sigma2"), prior_sigma=args.prior_sigma,
             noise_sigma=args.noise_sigma, mu_init=args.mu_init, rho_init=args.rho_init,
             complexity_over=args.complexity_over, rho_lr_mult=args.rho_lr_mult,
+            adam_eps=args.adam_eps, act_draws=args.act_draws,
             agents=_checked(_agents, bandit.PAPER_AGENTS, args.agents, args.greedy_lr))
     if args.threads is not None and args.threads < 1:
         raise UsageError(f"--threads must be >= 1, got {args.threads}")

@@ -375,6 +375,11 @@ def _add_bandit(sub):
                    help="the Gaussian likelihood's noise (rewards as they are)")
     g.add_argument("--mu-init", type=float, default=d.mu_init, help="mu ~ N(0, MU_INIT^2)")
     g.add_argument("--rho-init", type=float, default=d.rho_init)
+    g.add_argument("--adam-eps", type=float, default=d.adam_eps,
+                   help=f"Adam's epsilon, every agent's ({d.adam_eps:g})")
+    g.add_argument("--act-draws", choices=("shared", "independent"), default=d.act_draws,
+                   help="a Thompson decision values both actions under the same weight draws "
+                        f"(shared) or each under its own (independent) ({d.act_draws})")
     g.add_argument("--complexity-over", choices=("seen", "buffer", "blundell"),
                    default=d.complexity_over,
                    help="divide the complexity cost by the interactions seen so far, or by "
