@@ -143,16 +143,20 @@ def test_agent_specs_are_checked():
     for lr in (0.0, -1e-3, float("nan")):
         with pytest.raises(ValueError, match="lr"):
             bandit.AgentSpec("x", "greedy", lr=lr)
+    with pytest.raises(ValueError, match="optimizer"):
+        bandit.AgentSpec("x", "greedy", optimizer="rmsprop")
 
 
 def test_config_round_trips_through_json():
-    agents = (bandit.AgentSpec("bbb", "thompson"), bandit.AgentSpec("g", "greedy", lr=3e-4))
+    agents = (bandit.AgentSpec("bbb", "thompson"),
+              bandit.AgentSpec("g", "greedy", lr=3e-4, optimizer="sgd"))
     c = bandit.BanditConfig(seeds=(3, 4), prior="gaussian", lr=0.01, agents=agents,
                             rho_lr_mult=0.1, complexity_over="blundell", adam_eps=1e-4,
                             act_draws="independent")
     back = bandit.BanditConfig.from_json(json.loads(json.dumps(c.to_json())))
     assert back == c
     assert (back.adam_eps, back.act_draws) == (1e-4, "independent")
+    assert [back.agent_optimizer(a) for a in back.agents] == ["adam", "sgd"]
     assert [back.agent_lr(a) for a in back.agents] == [0.01, 3e-4]
 
 
@@ -162,7 +166,7 @@ def test_a_config_written_before_rho_lr_mult_and_agent_lr_reads_back():
     for name in ("rho_lr_mult", "adam_eps", "act_draws"):
         del d[name]
     for a in d["agents"]:
-        del a["lr"]
+        del a["lr"], a["optimizer"]
     back = bandit.BanditConfig.from_json(d)
     assert back.rho_lr_mult == 1.0 and [back.agent_lr(a) for a in back.agents] == [1e-3] * 4
     assert (back.adam_eps, back.act_draws) == (1e-8, "shared")  # what those runs used
@@ -288,15 +292,18 @@ def test_kernel_gradient_of_a_posterior_matches_autograd(env, kernels, prior):
 @pytest.mark.parametrize("options", [
     {}, dict(complexity_over="blundell"), dict(complexity_over="buffer", rho_lr_mult=0.1),
     dict(greedy_lr=0.003, complexity_over="blundell", rho_lr_mult=3.0),
-    dict(adam_eps=1e-3), dict(adam_eps=1e-4, act_draws="independent", rho_lr_mult=1e-6)])
+    dict(adam_eps=1e-3), dict(adam_eps=1e-4, act_draws="independent", rho_lr_mult=1e-6),
+    dict(greedy_optimizer="sgd", greedy_lr=1.0),
+    dict(optimizer="sgd", greedy_optimizer="adam", adam_eps=1e-4)])
 def test_one_step_of_the_stacked_engine_replays_in_numpy(env, kernels, options):
     """The kernel's first step, replayed from its documented keys: minibatch slots, weight
     noise, gradients (checked against autograd above), the complexity weighting and
     MXNet's Adam at each agent's learning rates."""
     options = dict(options)
     greedy_lr = options.pop("greedy_lr", None)
+    greedy_optimizer = options.pop("greedy_optimizer", None)
     agents = (bandit.AgentSpec("bbb", "thompson"),
-              bandit.AgentSpec("greedy", "greedy", lr=greedy_lr))
+              bandit.AgentSpec("greedy", "greedy", lr=greedy_lr, optimizer=greedy_optimizer))
     config = small(steps=2, updates=3, batch=4, hidden=5, agents=agents, lr=0.01, **options)
     stacked = bandit.StackedAgents(config, env)
     mu0, rho0 = stacked.mu.copy(), stacked.rho.copy()
@@ -326,6 +333,9 @@ def test_one_step_of_the_stacked_engine_replays_in_numpy(env, kernels, options):
                 _, g = engine.kernel_gradients(config, env.context_width, mu, xb, yb)
                 grads = ((mu, g, "m_mu", "v_mu"),)
             for x, g, m, v in grads:
+                if config.agent_optimizer(spec) == "sgd":
+                    x -= (rate[m] * g).astype(np.float32)
+                    continue
                 # MXNet's Adam, as the kernel applies it
                 state[m] = 0.9 * state[m] + 0.1 * g
                 state[v] = 0.999 * state[v] + 0.001 * g * g
@@ -604,29 +614,37 @@ def test_independent_draws_change_only_the_thompson_agents(env, kernels):
 
 
 @pytest.mark.parametrize("optimizer", ["adam", "sgd"])
-def test_gluon_agents_use_the_configured_adam_epsilon(env, optimizer):
+def test_gluon_agents_use_the_configured_optimizer_and_adam_epsilon(env, optimizer):
     config = bandit.BanditConfig(hidden=4, updates=1, batch=4, optimizer=optimizer,
                                  adam_eps=1e-3)
-    for agent in (bandit.ThompsonAgent(env, config, seed=0),
-                  bandit.GreedyAgent(env, config, seed=0)):
+    other = "sgd" if optimizer == "adam" else "adam"
+    for agent, expected in ((bandit.ThompsonAgent(env, config, seed=0), optimizer),
+                            (bandit.GreedyAgent(env, config, seed=0), optimizer),
+                            (bandit.GreedyAgent(env, config, seed=0, optimizer=other), other)):
         trainer = agent.step.trainer if isinstance(agent, bandit.ThompsonAgent) \
             else agent.trainer
         opt = trainer._optimizer
-        assert type(opt).__name__.lower() == optimizer
-        if optimizer == "adam":
+        assert type(opt).__name__.lower() == expected
+        if expected == "adam":
             assert opt.epsilon == 1e-3
+    with pytest.raises(ValueError, match="optimizer"):
+        bandit.GreedyAgent(env, config, seed=0, optimizer="rmsprop")
 
 
-def test_adam_epsilon_and_act_draws_reach_the_run_folder(env, kernels, mushroom_root,
-                                                         tmp_path):
+def test_adam_epsilon_act_draws_and_greedy_optimizer_reach_the_run_folder(env, kernels,
+                                                                         mushroom_root,
+                                                                         tmp_path):
     from bbb_gluon.cli import main
 
     out = tmp_path / "bandit"
     assert main(["bandit", "--out", str(out), "--data-dir", str(mushroom_root), "--steps", "3",
                  "--seeds", "1", "--updates", "2", "--hidden", "4", "--no-progress",
-                 "--adam-eps", "1e-4", "--act-draws", "independent"]) == 0
+                 "--adam-eps", "1e-4", "--act-draws", "independent",
+                 "--greedy-optimizer", "sgd"]) == 0
     config = json.loads((out / "config.json").read_text())["config"]
     assert (config["adam_eps"], config["act_draws"]) == (1e-4, "independent")
+    assert {a["name"]: a["optimizer"] for a in config["agents"]} == {
+        "bayes-by-backprop": None, "greedy": "sgd", "1%-greedy": "sgd", "5%-greedy": "sgd"}
     back = bandit.BanditConfig.from_json(config)
     assert (back.adam_eps, back.act_draws) == (1e-4, "independent")
     # a larger epsilon moves the weights less than the default's near-sign steps

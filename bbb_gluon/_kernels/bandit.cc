@@ -63,7 +63,6 @@ extern "C" {
 struct BanditArgs {
   int32_t A, D, H, F, P;        // agents, input width, hidden units, attributes, params
   int32_t capacity, batch, updates, act_samples;
-  int32_t optimizer;            // 0 SGD, 1 Adam
   int32_t prior_kind;           // 1 scale mixture, 2 Gaussian (Monte-Carlo cost)
   int32_t chunk;                // steps in this call
   int32_t complexity_over;      // the complexity cost is divided by: 0 the items in the
@@ -83,6 +82,7 @@ struct BanditArgs {
   const float* epsilon;         // [A]
   const uint8_t* bayes;         // [A]
   const float* lr;              // [A] learning rate (rho's: times rho_lr_mult)
+  const uint8_t* adam;          // [A] optimiser: 1 Adam, 0 plain SGD
   const uint64_t* key;          // [A] hash key of each agent's noise and minibatches
   float* mu;                    // [A][P]
   float* rho;                   // [A][P]  (read only for Bayesian agents)
@@ -318,9 +318,9 @@ void bbb_gradients(const BanditArgs& a, int64_t P, const float* w, const float* 
 
 // One optimiser step on x with gradient g; Adam as MXNet's (bias correction folded into
 // the learning rate), t counting from 1.
-void apply(const BanditArgs& a, float rate, int64_t P, float* x, const float* g, float* m,
-           float* v, int64_t t) {
-  if (a.optimizer == 0) {
+void apply(const BanditArgs& a, bool adam, float rate, int64_t P, float* x, const float* g,
+           float* m, float* v, int64_t t) {
+  if (!adam) {
     const float lr = rate;
 #pragma omp simd
     for (int64_t i = 0; i < P; ++i) x[i] -= lr * g[i];
@@ -395,7 +395,7 @@ void run_agent(const BanditArgs& a, int ag) {
   int32_t* buf_row = a.buf_row + static_cast<int64_t>(ag) * cap;
   uint8_t* buf_action = a.buf_action + static_cast<int64_t>(ag) * cap;
   float* buf_reward = a.buf_reward + static_cast<int64_t>(ag) * cap;
-  const bool bayes = a.bayes[ag] != 0;
+  const bool bayes = a.bayes[ag] != 0, adam = a.adam[ag] != 0;
   const uint64_t key = a.key[ag];
   std::vector<float> eps(bayes ? P : 0), w(bayes ? P : 0), g(P), grho(bayes ? P : 0);
   std::vector<float> sd(bayes ? P : 0), dsd(bayes ? P : 0);
@@ -469,12 +469,12 @@ void run_agent(const BanditArgs& a, int ag) {
         loss += backward(L, w.data(), act, na, B, y.data(), a.inv_noise_var, s, g.data());
         bbb_gradients(a, P, w.data(), eps.data(), sd.data(), dsd.data(),
                       complexity_scale(a, t, n, u), g.data(), grho.data());
-        apply(a, a.lr[ag], P, mu, g.data(), m_mu, v_mu, step);
-        apply(a, a.lr[ag] * a.rho_lr_mult, P, rho, grho.data(), m_rho, v_rho, step);
+        apply(a, adam, a.lr[ag], P, mu, g.data(), m_mu, v_mu, step);
+        apply(a, adam, a.lr[ag] * a.rho_lr_mult, P, rho, grho.data(), m_rho, v_rho, step);
       } else {
         forward(L, mu, act, na, B, s);
         loss += backward(L, mu, act, na, B, y.data(), a.inv_noise_var, s, g.data());
-        apply(a, a.lr[ag], P, mu, g.data(), m_mu, v_mu, step);
+        apply(a, adam, a.lr[ag], P, mu, g.data(), m_mu, v_mu, step);
       }
     }
     a.loss_out[at] = a.updates > 0 ? loss / a.updates : 0.f;

@@ -31,11 +31,11 @@ def build_reward_net(width, hidden=100, ctx=None):
     return net
 
 
-def _optimizer_params(config, lr):
-    """The Trainer's settings of an agent learning at ``lr``: Adam's ε is the
-    configuration's, as in the stacked engine."""
+def _optimizer_params(config, lr, optimizer=None):
+    """The Trainer's settings of an agent learning at ``lr`` with ``optimizer`` (None: the
+    configuration's): Adam's ε is the configuration's, as in the stacked engine."""
     params = {"learning_rate": lr}
-    if config.optimizer == "adam":
+    if (optimizer or config.optimizer) == "adam":
         params["epsilon"] = config.adam_eps
     return params
 
@@ -129,17 +129,22 @@ class GreedyAgent(_GluonAgent):
     """ε-greedy, in Gluon: the same network and likelihood without a posterior, learning
     at ``lr`` (default :data:`~bbb_gluon.bandit.GREEDY_LR`, the rate of the ε-greedy agents
     in :data:`~bbb_gluon.bandit.PAPER_AGENTS`, not ``config.lr``, which is Bayes by
-    Backprop's)."""
+    Backprop's) with ``optimizer`` (None: ``config.optimizer``), as an
+    :class:`~bbb_gluon.bandit.AgentSpec` with those settings does in the stacked engine."""
 
-    def __init__(self, env, config=None, seed=0, ctx=None, epsilon=0.0, lr=GREEDY_LR):
+    def __init__(self, env, config=None, seed=0, ctx=None, epsilon=0.0, lr=GREEDY_LR,
+                 optimizer=None):
         config = config or BanditConfig()
         check_positive(lr, "lr")
+        if optimizer not in (None, "adam", "sgd"):
+            raise ValueError(f"optimizer must be 'adam', 'sgd' or None, got {optimizer!r}")
         super().__init__(env, config, seed, ctx)
         self.epsilon = float(epsilon)
         self.lr = float(lr)
+        self.optimizer = optimizer or config.optimizer
         self.loss = GaussianNLLLoss(config.noise_sigma)
-        self.trainer = gluon.Trainer(self.net.collect_params(), config.optimizer,
-                                     _optimizer_params(config, self.lr))
+        self.trainer = gluon.Trainer(self.net.collect_params(), self.optimizer,
+                                     _optimizer_params(config, self.lr, self.optimizer))
         self.net.hybridize()
 
     def act(self, row):

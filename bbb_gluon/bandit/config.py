@@ -20,13 +20,14 @@ _FLOAT32_SQRT_MAX = 1.8e19  # about sqrt(float32's largest): a square still fits
 @dataclass(frozen=True)
 class AgentSpec:
     """One agent: ``kind`` "thompson" (Bayes by Backprop) or "greedy" (ε-greedy), and its
-    own learning rate ``lr`` (None: the configuration's), so that each agent can be run at
-    its best setting."""
+    own learning rate ``lr`` and ``optimizer`` ("adam" or "sgd"; None: the
+    configuration's), so that each agent can be run at its best setting."""
 
     name: str
     kind: str
     epsilon: float = 0.0
     lr: float | None = None
+    optimizer: str | None = None
 
     def __post_init__(self):
         if self.kind not in ("thompson", "greedy"):
@@ -37,6 +38,9 @@ class AgentSpec:
             raise ValueError("a Thompson agent explores by sampling, not by epsilon")
         if self.lr is not None:
             check_positive(self.lr, "an agent's lr")
+        if self.optimizer not in (None, "adam", "sgd"):
+            raise ValueError(f"an agent's optimizer must be 'adam', 'sgd' or None, got "
+                             f"{self.optimizer!r}")
 
 
 GREEDY_LR = 1e-3
@@ -145,6 +149,10 @@ class BanditConfig:
     def agent_lr(self, spec):
         """The learning rate of agent ``spec``: its own, or the configuration's."""
         return self.lr if spec.lr is None else spec.lr
+
+    def agent_optimizer(self, spec):
+        """The optimiser of agent ``spec``: its own, or the configuration's."""
+        return self.optimizer if spec.optimizer is None else spec.optimizer
 
     def make_prior(self):
         if self.prior == "mixture":

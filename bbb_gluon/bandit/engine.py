@@ -34,14 +34,14 @@ class _Args(ctypes.Structure):
     _fields_ = (
         [(n, ctypes.c_int32) for n in (
             "A", "D", "H", "F", "P", "capacity", "batch", "updates", "act_samples",
-            "optimizer", "prior_kind", "chunk", "complexity_over", "act_draws")]
+            "prior_kind", "chunk", "complexity_over", "act_draws")]
         + [("t0", ctypes.c_int64)]
         + [(n, ctypes.c_float) for n in (
             "rho_lr_mult", "beta1", "beta2", "adam_eps", "inv_noise_var", "pi", "sigma1",
             "sigma2", "sigma")]
         + [(n, ctypes.c_void_p) for n in (
             "features", "edible", "rows", "unlucky", "explore_u", "explore_a", "epsilon",
-            "bayes", "lr", "key", "mu", "rho", "m_mu", "v_mu", "m_rho", "v_rho", "buf_row",
+            "bayes", "lr", "adam", "key", "mu", "rho", "m_mu", "v_mu", "m_rho", "v_rho", "buf_row",
             "buf_action", "buf_reward", "actions_out", "rewards_out", "loss_out")])
 
 
@@ -155,6 +155,8 @@ class StackedAgents:
         self.epsilon = np.array([spec.epsilon for _, spec in self.specs], np.float32)
         self.bayes = np.array([spec.kind == "thompson" for _, spec in self.specs], np.uint8)
         self.lr = np.array([c.agent_lr(spec) for _, spec in self.specs], np.float32)
+        self.adam = np.array([c.agent_optimizer(spec) == "adam" for _, spec in self.specs],
+                             np.uint8)
         self.key = np.array([_key(seed, 3, i % len(c.agents)) for i, (seed, _) in
                              enumerate(self.specs)], np.uint64)
 
@@ -170,7 +172,6 @@ class StackedAgents:
                                    self.env.features.shape[1], self.P)
         a.capacity, a.batch, a.updates, a.act_samples = c.capacity, c.batch, c.updates, \
             c.act_samples
-        a.optimizer = 1 if c.optimizer == "adam" else 0
         a.prior_kind = 1 if isinstance(prior, ScaleMixturePrior) else 2
         a.chunk, a.t0 = chunk, t0
         a.complexity_over = _COMPLEXITY_OVER[c.complexity_over]
@@ -181,10 +182,10 @@ class StackedAgents:
         a.pi, a.sigma1, a.sigma2, a.sigma = c.prior_pi, c.prior_sigma1, c.prior_sigma2, \
             c.prior_sigma
         self._keep = [self.env.features, self.env.edible, rows, unlucky, explore_u,
-                      explore_a, self.epsilon, self.bayes, self.lr, self.key, *out]
+                      explore_a, self.epsilon, self.bayes, self.lr, self.adam, self.key, *out]
         for name, arr in zip(("features", "edible", "rows", "unlucky", "explore_u",
-                              "explore_a", "epsilon", "bayes", "lr", "key"), self._keep[:10],
-                             strict=True):
+                              "explore_a", "epsilon", "bayes", "lr", "adam", "key"),
+                             self._keep[:11], strict=True):
             setattr(a, name, _ptr(arr))
         for name in self.STATE:
             setattr(a, name, _ptr(getattr(self, name)))

@@ -363,6 +363,8 @@ def _add_bandit(sub):
     g.add_argument("--greedy-lr", type=float, default=None,
                    help="the epsilon-greedy agents' learning rate (default: their own, "
                         f"{GREEDY_LR:g})")
+    g.add_argument("--greedy-optimizer", choices=("adam", "sgd"), default=None,
+                   help="the epsilon-greedy agents' optimiser (default: --optimizer's)")
     g.add_argument("--rho-lr-mult", type=float, default=d.rho_lr_mult,
                    help=f"rho's learning rate as a multiple of the agent's ({d.rho_lr_mult:g})")
     g.add_argument("--prior", choices=("mixture", "gaussian"), default=d.prior)
