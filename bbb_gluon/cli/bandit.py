@@ -7,9 +7,9 @@ import sys
 from .common import EXIT_DIVERGED, UsageError, _checked, _sigma, _stop_listening
 
 
-def _agents(agents, names, greedy_lr):
+def _agents(agents, names, greedy_lr, greedy_optimizer=None):
     """The paper's agents named in ``names`` (comma-separated; None: all), the ε-greedy
-    ones at ``greedy_lr`` if given."""
+    ones at ``greedy_lr`` and with ``greedy_optimizer`` if given."""
     if names is not None:
         wanted = [n.strip() for n in names.split(",")]
         known = {a.name for a in agents}
@@ -21,6 +21,9 @@ def _agents(agents, names, greedy_lr):
     if greedy_lr is not None:
         agents = tuple(dataclasses.replace(a, lr=greedy_lr) if a.kind == "greedy" else a
                        for a in agents)
+    if greedy_optimizer is not None:
+        agents = tuple(dataclasses.replace(a, optimizer=greedy_optimizer)
+                       if a.kind == "greedy" else a for a in agents)
     return agents
 
 
@@ -46,7 +49,9 @@ def cmd_bandit(args):
             prior_sigma2=_sigma(args.log_sigma2, "--log-sigma2"), prior_sigma=args.prior_sigma,
             noise_sigma=args.noise_sigma, mu_init=args.mu_init, rho_init=args.rho_init,
             complexity_over=args.complexity_over, rho_lr_mult=args.rho_lr_mult,
-            agents=_checked(_agents, bandit.PAPER_AGENTS, args.agents, args.greedy_lr))
+            adam_eps=args.adam_eps, act_draws=args.act_draws,
+            agents=_checked(_agents, bandit.PAPER_AGENTS, args.agents, args.greedy_lr,
+                            args.greedy_optimizer))
     if args.threads is not None and args.threads < 1:
         raise UsageError(f"--threads must be >= 1, got {args.threads}")
     env = bandit.MushroomBandit(_checked(load_mushroom, args.data_dir))

@@ -376,6 +376,8 @@ def _add_bandit(sub):
     g.add_argument("--greedy-lr", type=float, default=None,
                    help="the epsilon-greedy agents' learning rate (default: their own, "
                         f"{GREEDY_LR:g})")
+    g.add_argument("--greedy-optimizer", choices=("adam", "sgd"), default=None,
+                   help="the epsilon-greedy agents' optimiser (default: --optimizer's)")
     g.add_argument("--rho-lr-mult", type=float, default=d.rho_lr_mult,
                    help=f"rho's learning rate as a multiple of the agent's ({d.rho_lr_mult:g})")
     g.add_argument("--prior", choices=("mixture", "gaussian"), default=d.prior)
@@ -388,6 +390,11 @@ def _add_bandit(sub):
                    help="the Gaussian likelihood's noise (rewards as they are)")
     g.add_argument("--mu-init", type=float, default=d.mu_init, help="mu ~ N(0, MU_INIT^2)")
     g.add_argument("--rho-init", type=float, default=d.rho_init)
+    g.add_argument("--adam-eps", type=float, default=d.adam_eps,
+                   help=f"Adam's epsilon, every agent's ({d.adam_eps:g})")
+    g.add_argument("--act-draws", choices=("shared", "independent"), default=d.act_draws,
+                   help="a Thompson decision values both actions under the same weight draws "
+                        f"(shared) or each under its own (independent) ({d.act_draws})")
     g.add_argument("--complexity-over", choices=("seen", "buffer", "blundell"),
                    default=d.complexity_over,
                    help="divide the complexity cost by the interactions seen so far, or by "
