@@ -5,6 +5,7 @@ capsys); the demo, a resume, Ctrl-C and some error paths run as real subprocesse
 check the exit status and that stderr holds no traceback.
 """
 
+import argparse
 import contextlib
 import errno
 import io
@@ -507,6 +508,61 @@ def test_an_unknown_option_is_reported_by_its_command(tmp_path, monkeypatch, com
 
 
 # --------------------------------------------------------------------------- help
+
+
+def test_no_function_of_the_command_line_is_over_60_lines():
+    import ast
+
+    long = []
+    for path in sorted(Path(bbb_gluon.__file__).parent.joinpath("cli").glob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.FunctionDef) and node.end_lineno - node.lineno >= 60:
+                long.append(f"{path.name}:{node.name} ({node.end_lineno - node.lineno + 1})")
+    assert not long, long
+
+
+def test_the_options_defaults_are_the_librarys(monkeypatch):
+    """train's defaults are TrainConfig's fields and bandit's BanditConfig's: changed there,
+    they change on the command line (and in its help)."""
+    import dataclasses
+
+    from bbb_gluon.bandit import BanditConfig
+    from bbb_gluon.cli.parser import build_parser
+    from bbb_gluon.training import TrainConfig
+
+    def changed(cls, name, value):
+        field = {f.name: f for f in dataclasses.fields(cls)}[name]
+        monkeypatch.setattr(field, "default", value)
+
+    for name, value in (("batch_size", 96), ("lr", 2e-3), ("rho_init", -4.5),
+                        ("weighting", "blundell"), ("hidden", (50,)), ("eval_samples", 3),
+                        ("epochs", 7), ("seed", 5)):
+        changed(TrainConfig, name, value)
+    changed(BanditConfig, "steps", 1234)
+    changed(BanditConfig, "rho_init", -4.0)
+    parser = build_parser()
+    train = parser.commands["train"]
+    assert [train.get_default(n) for n in ("batch_size", "lr", "rho_init", "weighting",
+                                           "hidden", "eval_samples", "seed")] == \
+        [96, 2e-3, -4.5, "blundell", [50], 3, 5]
+    help_text = " ".join(train.format_help().split())
+    assert "(default 7; with --resume" in help_text and "(default 96)" in help_text
+    args = parser.parse_args(["train"])
+    from bbb_gluon.cli.train import _config_from_args
+
+    assert _config_from_args(args).epochs == 7
+    bandit = parser.commands["bandit"]
+    assert bandit.get_default("steps") == 1234 and bandit.get_default("rho_init") == -4.0
+
+
+def test_every_option_of_every_command_has_help():
+    from bbb_gluon.cli.parser import build_parser
+
+    parser = build_parser()
+    missing = [f"{name} {'/'.join(action.option_strings) or action.dest}"
+               for name, command in parser.commands.items() for action in command._actions
+               if not action.help and not isinstance(action, argparse._HelpAction)]
+    assert not missing, missing
 
 
 def test_train_help_lists_its_options():

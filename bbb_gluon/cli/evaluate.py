@@ -10,6 +10,7 @@ from .common import (
     _describe_checkpoint,
     _read_run_config,
     _refuse_to_overwrite,
+    add_run_options,
 )
 
 
@@ -86,3 +87,31 @@ def _skipped(ood, data_dir, given):
                 "it), so the out-of-distribution test was skipped; --ood none skips it "
                 "without this note")
     return None
+
+
+def add_parser(sub):
+    p = sub.add_parser("evaluate", help="test error, calibration and OOD detection of a run",
+                       description="Evaluate a run folder's best (or, with --checkpoint latest, "
+                                   "its end-of-training) checkpoint on its test split "
+                                   "(the data settings stored in config.json): test error with "
+                                   "the means and with the Monte-Carlo predictive (weight "
+                                   "samples for bbb, MC dropout for dropout, the softmax for "
+                                   "plain), NLL, Brier score, expected calibration error, and "
+                                   "the AUROC of predictive entropy and mutual information "
+                                   "separating the test images from another dataset's. Writes "
+                                   "evaluation.json, reliability.png, least_certain.png and "
+                                   "entropy_histograms.png into the run folder.")
+    p.add_argument("run_dir", metavar="RUN_DIR", help="a run folder written by bbb-gluon train")
+    p.add_argument("--samples", type=int, default=100,
+                   help="weight samples (bbb) or dropout masks (dropout) of the predictive "
+                        "(default 100)")
+    p.add_argument("--ood", default=None,
+                   help="out-of-distribution dataset: mnist, fashion-mnist or none (default: "
+                        "the one the run was not trained on)")
+    p.add_argument("--bins", type=int, default=15,
+                   help="equal-width confidence bins of the ECE and reliability diagram "
+                        "(default 15)")
+    add_run_options(p, "overwrite an existing evaluation.json and plots (with --checkpoint "
+                        "latest: their _latest versions)")
+    p.set_defaults(func=cmd_evaluate)
+    return p
