@@ -212,6 +212,16 @@ def test_a_log_gets_one_line_per_epoch_and_where_a_resume_starts(data_root, tmp_
     assert "\r" not in done.stderr
 
 
+def test_the_bandit_draws_no_progress_bar_into_a_log(mushroom_root, tmp_path):
+    out = tmp_path / "bandit"
+    status, stdout, stderr = run_in_process(
+        ["bandit", "--out", str(out), "--data-dir", str(mushroom_root), "--steps", "3",
+         "--seeds", "1", "--updates", "2", "--hidden", "4"])
+    assert status == 0, stderr
+    assert "bandit steps" not in stderr and "\r" not in stderr
+    assert "cumulative regret" in stdout
+
+
 def test_resume_to_fewer_epochs_than_done_is_refused(run_copy):
     before = snapshot(run_copy)
     status, _, stderr = run_in_process(["train", "--out", str(run_copy), "--resume",

@@ -39,6 +39,7 @@ def cmd_bandit(args):
     """Thompson sampling against epsilon-greedy agents on the Mushroom bandit (§5.3)."""
     from .. import bandit
     from ..data import load_mushroom
+    from ..training.progress import watched
 
     if args.resume and args.force:
         raise UsageError("--resume continues the run in --out and --force replaces it: "
@@ -65,7 +66,8 @@ def cmd_bandit(args):
     env = bandit.MushroomBandit(_checked(load_mushroom, args.data_dir))
     try:
         result = bandit.run_bandit(config, env, out=args.out, resume=args.resume,
-                                   force=args.force, progress=not args.no_progress,
+                                   force=args.force,
+                                   progress=not args.no_progress and watched(sys.stderr),
                                    threads=args.threads)
     except FileExistsError as e:
         raise UsageError(str(e)) from e
@@ -115,7 +117,8 @@ def add_parser(sub):
                    help=f"seeds are FIRST.. (default {d.seeds[0]})")
     p.add_argument("--threads", type=int, default=None,
                    help="OpenMP threads (default $OMP_NUM_THREADS, else every core)")
-    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p.add_argument("--no-progress", action="store_true",
+                   help="no progress bar (there is none where the output is not a terminal)")
     _add_protocol_args(p, d)
     _add_open_choices(p, d)
     p.set_defaults(func=cmd_bandit)

@@ -16,10 +16,10 @@ def progress_mode(progress):
         raise ValueError(f"progress must be True, False or 'lines', got {progress!r}")
     if progress is False:
         return False, False
-    return progress is True and _watched(sys.stderr), True
+    return progress is True and watched(sys.stderr), True
 
 
-def _watched(stream):
+def watched(stream):
     """Whether ``stream`` (where tqdm draws) is a terminal or a notebook's output; a bar's
     frames in a file or a pipe would only fill a log."""
     shell = sys.modules.get("IPython")
