@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 from . import metrics
 from ._checks import check_int
-from .prediction import error_rate, predict_proba, uncertainty
+from .prediction import check_posterior, error_rate, predict_proba, uncertainty
 
 __all__ = ["Evaluation", "evaluate_model", "PREDICTIVES"]
 
@@ -43,17 +43,17 @@ class Evaluation:
 
 
 # A user's entry point: every keyword is documented with its default.
-def evaluate_model(net, X, y, posterior=None, model="bbb", samples=100, X_ood=None, bins=15,
+def evaluate_model(net, posterior, X, y, model="bbb", samples=100, X_ood=None, bins=15,
                    ctx=None, likelihood="softmax"):
     """Test error, calibration and out-of-distribution detection of one model.
 
     Parameters
     ----------
     net : gluon.Block
+    posterior : Posterior or None
+        Needed for ``model="bbb"``; None for the others.
     X, y : numpy.ndarray
         Test inputs ``(N, ...)`` and integer labels ``(N,)``.
-    posterior : Posterior, optional
-        Needed for ``model="bbb"``.
     model : {"bbb", "dropout", "plain"}
         Which predictive to use: Monte-Carlo over weight samples, MC dropout, or the
         network's softmax.
@@ -71,6 +71,7 @@ def evaluate_model(net, X, y, posterior=None, model="bbb", samples=100, X_ood=No
     -------
     Evaluation
     """
+    check_posterior(posterior, "evaluate_model")
     if model not in PREDICTIVES:
         raise ValueError(f"model must be one of {sorted(PREDICTIVES)}, got {model!r}")
     if model == "bbb" and posterior is None:
@@ -84,7 +85,7 @@ def evaluate_model(net, X, y, posterior=None, model="bbb", samples=100, X_ood=No
                            ctx=ctx, likelihood=likelihood, mc_dropout=model == "dropout",
                            keep_samples=False)
 
-    probs_means = predict_proba(net, X, posterior if model == "bbb" else None, 0, ctx=ctx,
+    probs_means = predict_proba(net, posterior if model == "bbb" else None, X, 0, ctx=ctx,
                                 likelihood=likelihood)
     u_in = predictive(X)
     probs = u_in["probs"]

@@ -245,7 +245,7 @@ def evaluate_pruning(net, posterior, X, y, fractions, batch_size=1000, ctx=None,
         for row, threshold in zip(rows, thresholds(scores, values), strict=True):
             masks = {k: s >= threshold for k, s in scores.items()}
             with use_weights(net, posterior, _apply(posterior, masks, ctx, mus_host), ctx):
-                probs = predict_proba(net, X, None, 0, batch_size, ctx, likelihood)
+                probs = predict_proba(net, None, X, 0, batch_size, ctx, likelihood)
             row[column] = error_rate(probs, y)
             if by == "snr":
                 row["weights_left"] = int(sum(int(m.sum()) for m in masks.values()))
@@ -321,7 +321,7 @@ def load_pruned(path, net):
         A file written by :func:`export_pruned`.
     net : gluon.Block
         An initialised network of the same architecture; afterwards an ordinary network
-        that predicts with the pruned means (``predict_proba(net, X)``).
+        that predicts with the pruned means (``predict_proba(net, None, X)``).
 
     Returns
     -------

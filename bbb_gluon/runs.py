@@ -321,7 +321,7 @@ def evaluate_run(run_dir, which="best", samples=100, ood=None, bins=15, ctx=None
 
     kind = config.model
     t0 = time.perf_counter()
-    evaluation = evaluate_model(net, Xt, yt, posterior, kind, samples, X_ood, bins,
+    evaluation = evaluate_model(net, posterior, Xt, yt, kind, samples, X_ood, bins,
                                 ctx=ctx, likelihood=config.likelihood)
     report = {"run_dir": os.path.abspath(run_dir), "dataset": splits.name, "model": kind,
               "hidden": list(config.hidden), "checkpoint": which,

@@ -26,7 +26,17 @@ import numpy as np
 from mxnet import autograd, gluon
 from mxnet.gluon import nn
 
-from bbb_gluon import BBBStep, Posterior, ScaleMixturePrior, TrainConfig, build_mlp, fit
+import bbb_gluon.threads
+from bbb_gluon import (
+    BBBLoss,
+    BBBStep,
+    Posterior,
+    ScaleMixturePrior,
+    TrainConfig,
+    build_mlp,
+    fit,
+    trainable_params,
+)
 from bbb_gluon.data import ArrayLoader, load_dataset
 
 
@@ -81,9 +91,11 @@ def plain_epoch(net, loader, max_batches):
 
 def bbb_epoch(net, loader, max_batches):
     posterior = Posterior(net, seed=0)
-    trainer = gluon.Trainer(posterior.params, "adam", {"learning_rate": 1e-3})
-    step = BBBStep(net, posterior, ScaleMixturePrior(0.5, 1.0, math.exp(-6)),
-                   gluon.loss.SoftmaxCrossEntropyLoss(), trainer, num_batches=len(loader))
+    loss = BBBLoss(ScaleMixturePrior(0.5, 1.0, math.exp(-6)),
+                   gluon.loss.SoftmaxCrossEntropyLoss(), num_batches=len(loader))
+    trainer = gluon.Trainer(trainable_params(net, posterior, loss), "adam",
+                            {"learning_rate": 1e-3})
+    step = BBBStep(net, posterior, loss, trainer)
 
     def run():
         # As fit does: the complexity cost's value is not computed on every batch.
@@ -95,6 +107,7 @@ def bbb_epoch(net, loader, max_batches):
 
 
 def main(argv=None):
+    bbb_gluon.threads.claim()  # every core, as the earlier rounds measured (docs/speed.md)
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--num-train", type=int, default=60000)
     parser.add_argument("--epochs", type=int, default=3)

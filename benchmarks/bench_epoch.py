@@ -31,10 +31,12 @@ import mxnet as mx
 import numpy as np
 from mxnet import autograd, gluon
 
+import bbb_gluon.threads
 from bbb_gluon._kernels import fused
+from bbb_gluon.core.loss import BBBLoss
 from bbb_gluon.core.posterior import Posterior
 from bbb_gluon.core.priors import GaussianPrior, ScaleMixturePrior
-from bbb_gluon.core.step import BBBStep
+from bbb_gluon.core.step import BBBStep, trainable_params
 from bbb_gluon.data import ArrayLoader, load_dataset
 from bbb_gluon.prediction import predict_proba
 from bbb_gluon.training import build_mlp
@@ -94,11 +96,13 @@ def plain_epoch_fn(hidden, loader, max_batches):
 def bbb_epoch_fn(hidden, loader, max_batches, prior, complexity, weighting, engine):
     net = make_net(hidden)
     posterior = Posterior(net, seed=0)
-    trainer = gluon.Trainer(posterior.params, "adam", {"learning_rate": 1e-3})
+    loss = BBBLoss(prior, gluon.loss.SoftmaxCrossEntropyLoss(), complexity=complexity,
+                   weighting=weighting, num_batches=len(loader))
+    trainer = gluon.Trainer(trainable_params(net, posterior, loss), "adam",
+                            {"learning_rate": 1e-3})
     # The public step a user's own loop calls; fit runs the same one. The complexity
     # cost's value is left out as fit leaves it out between progress reports.
-    step = BBBStep(net, posterior, prior, "softmax", trainer, num_batches=len(loader),
-                   weighting=weighting, complexity=complexity, engine=engine)
+    step = BBBStep(net, posterior, loss, trainer, engine=engine)
 
     def run():
         for i, (X, y) in enumerate(loader):
@@ -111,21 +115,22 @@ def bbb_epoch_fn(hidden, loader, max_batches, prior, complexity, weighting, engi
 def bench_predictive(Xt, samples, hidden):
     net = make_net(hidden)
     posterior = Posterior(net, seed=0)
-    predict_proba(net, Xt[:1000], posterior, 2)  # warm-up
+    predict_proba(net, posterior, Xt[:1000], 2)  # warm-up
     mx.nd.waitall()
     t0 = time.perf_counter()
-    predict_proba(net, Xt, posterior, samples)
+    predict_proba(net, posterior, Xt, samples)
     mc = time.perf_counter() - t0
     plain = make_net(hidden)
-    predict_proba(plain, Xt[:1000])
+    predict_proba(plain, None, Xt[:1000])
     t0 = time.perf_counter()
     for _ in range(samples):
-        predict_proba(plain, Xt)
+        predict_proba(plain, None, Xt)
     det = time.perf_counter() - t0
     return mc, det
 
 
 def main(argv=None):
+    bbb_gluon.threads.claim()  # every core, as the earlier rounds measured (docs/speed.md)
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--tiny", action="store_true",
                         help="a few batches per configuration: checks the script runs")

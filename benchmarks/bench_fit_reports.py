@@ -14,6 +14,7 @@ import math
 import statistics
 import sys
 
+import bbb_gluon.threads
 from bbb_gluon import TrainConfig, fit
 from bbb_gluon.data import load_dataset
 
@@ -28,6 +29,7 @@ def epoch_seconds(X, y, log_every, epochs):
 
 
 def main(argv=None):
+    bbb_gluon.threads.claim()  # every core, as the earlier rounds measured (docs/speed.md)
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--epochs", type=int, default=3)
     parser.add_argument("--tiny", action="store_true", help="a few hundred images (CI)")

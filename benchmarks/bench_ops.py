@@ -11,6 +11,7 @@ import time
 import mxnet as mx
 import numpy as np
 
+import bbb_gluon.threads
 from bbb_gluon._kernels import fused
 
 N = 478_410
@@ -27,6 +28,7 @@ def ms(fn, repeats=50):
 
 
 def main():
+    bbb_gluon.threads.claim()  # every core, as the earlier rounds measured (docs/speed.md)
     nd = mx.nd
     rng = np.random.default_rng(0)
     rho = nd.array(rng.uniform(-8, 0, N))

@@ -17,7 +17,8 @@ import numpy as np
 from mxnet import nd
 from mxnet.gluon import nn
 
-from bbb_gluon import Posterior, predict_samples, prediction
+import bbb_gluon.threads
+from bbb_gluon import Posterior, predict_samples, predictive_paths
 
 
 def make_net():
@@ -53,6 +54,7 @@ def best_of(fn, repeats):
 
 
 def main():
+    bbb_gluon.threads.claim()  # every core, as the earlier rounds measured (docs/speed.md)
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--samples", type=int, default=500)
     parser.add_argument("--points", type=int, default=500)
@@ -67,12 +69,12 @@ def main():
         return predict_samples(net, posterior, X, args.samples, likelihood="bernoulli")
 
     def per_sample_loop():
-        limit = prediction._BATCHED_MAX_WEIGHTS
-        prediction._BATCHED_MAX_WEIGHTS = 0  # the path every network took before
+        limit = predictive_paths._BATCHED_MAX_WEIGHTS
+        predictive_paths._BATCHED_MAX_WEIGHTS = 0  # the path every network took before
         try:
             return predict_samples(net, posterior, X, args.samples, likelihood="bernoulli")
         finally:
-            prediction._BATCHED_MAX_WEIGHTS = limit
+            predictive_paths._BATCHED_MAX_WEIGHTS = limit
 
     results = {"hand-written batch_dot (notebook 06)": best_of(
                    lambda: hand_written(posterior, X_nd, args.samples), args.repeats),

@@ -34,6 +34,7 @@ from bench_epoch import (  # noqa: E402
     time_epochs,
 )
 
+import bbb_gluon.threads
 from bbb_gluon import fused  # noqa: E402
 from bbb_gluon._kernels.threads import configure, cores, current, using_threads  # noqa: E402
 from bbb_gluon.core.priors import GaussianPrior, ScaleMixturePrior  # noqa: E402
@@ -51,6 +52,7 @@ def fashion_data(num_train):
 
 
 def main():
+    bbb_gluon.threads.claim()  # every core, as the earlier rounds measured (docs/speed.md)
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--threads", default=None, help="thread counts (default 1..cores)")
     p.add_argument("--epochs", type=int, default=3)

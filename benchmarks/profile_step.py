@@ -21,6 +21,7 @@ import mxnet as mx
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from bench_epoch import bbb_epoch_fn, get_data, plain_epoch_fn  # noqa: E402
 
+import bbb_gluon.threads
 from bbb_gluon._kernels.threads import cores, using_threads  # noqa: E402
 from bbb_gluon.core.priors import ScaleMixturePrior  # noqa: E402
 from bbb_gluon.data import ArrayLoader  # noqa: E402
@@ -54,6 +55,7 @@ def profile(run, steps, label):
 
 
 def main():
+    bbb_gluon.threads.claim()  # every core, as the earlier rounds measured (docs/speed.md)
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--steps", type=int, default=200)
     p.add_argument("--threads", type=int, default=cores())

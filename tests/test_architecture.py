@@ -69,8 +69,9 @@ def _why_forbidden(importer, imported):
         allowed = ("bbb_gluon.core", "bbb_gluon._kernels", *HELPERS)
         if not any(_within(imported, a) for a in allowed):
             return "the core imports nothing above it"
-    if _within(importer, "bbb_gluon._kernels") and _within(imported, "bbb_gluon.core.sampling"):
-        return "the kernels do not put weights into networks (sampling does)"
+    if _within(importer, "bbb_gluon._kernels") \
+            and not any(_within(imported, a) for a in ("bbb_gluon._kernels", *HELPERS)):
+        return "the kernels are the ground floor: they import nothing of the package above"
     if _within(importer, "bbb_gluon.prediction") and _within(imported, "bbb_gluon.training"):
         return "prediction never needs training"
     if _within(imported, "bbb_gluon.cli") and importer != "bbb_gluon.__main__" \
@@ -89,7 +90,7 @@ def test_the_import_reader_sees_the_package():
     importers = {a[0] for a in arrows}
     # A reader that silently found nothing would pass every rule below.
     assert "bbb_gluon.core.step" in importers and "bbb_gluon" in importers
-    assert ("bbb_gluon.core.step", "bbb_gluon.core.sampling") in {a[:2] for a in arrows}
+    assert ("bbb_gluon.core.engines", "bbb_gluon.core.sampling") in {a[:2] for a in arrows}
     assert ("bbb_gluon.__main__", "bbb_gluon.cli") in {a[:2] for a in arrows}
     assert ("bbb_gluon.__main__", "bbb_gluon.cli.main") in {a[:2] for a in arrows}
 
@@ -97,7 +98,8 @@ def test_the_import_reader_sees_the_package():
 @pytest.mark.parametrize("importer, imported, rule", [
     ("bbb_gluon.core.loss", "bbb_gluon.training", "the core imports nothing above it"),
     ("bbb_gluon.core.posterior", "bbb_gluon.prediction", "the core imports nothing above it"),
-    ("bbb_gluon._kernels.fused", "bbb_gluon.core.sampling", "the kernels do not put"),
+    ("bbb_gluon._kernels.fused", "bbb_gluon.core.sampling", "the kernels are the ground"),
+    ("bbb_gluon._kernels.fused", "bbb_gluon.core.priors", "the kernels are the ground"),
     ("bbb_gluon.prediction", "bbb_gluon.training.loop", "prediction never needs training"),
     ("bbb_gluon.training", "bbb_gluon.cli", "nothing imports the command line"),
     ("bbb_gluon.training.loop", "bbb_gluon.distributed.launcher", "only the command line"),
@@ -107,7 +109,7 @@ def test_each_rule_catches_its_arrow(importer, imported, rule):
 
 
 @pytest.mark.parametrize("importer, imported", [
-    ("bbb_gluon.core.step", "bbb_gluon._kernels.fused"),
+    ("bbb_gluon.core.engines", "bbb_gluon._kernels.fused"),
     ("bbb_gluon.core.posterior", "bbb_gluon._files"),
     ("bbb_gluon.training", "bbb_gluon.core.step"),
     ("bbb_gluon.cli", "bbb_gluon.distributed.launcher"),
@@ -131,19 +133,26 @@ def test_no_forbidden_import_arrow():
     assert not gone, f"no longer there, remove from KNOWN: {sorted(gone)}"
 
 
-@pytest.mark.parametrize("old, new", [
-    ("priors", "core.priors"), ("posterior", "core.posterior"), ("sampling", "core.sampling"),
-    ("loss", "core.loss"), ("step", "core.step"), ("noise", "core.noise"), ("ops", "core.ops"),
-    ("fused", "_kernels.fused"), ("threads", "_kernels.threads"),
-])
-def test_the_flat_import_paths_name_the_same_modules(old, new):
-    # Notebooks, benchmarks and docs import the flat paths of earlier versions.
-    import importlib
+def test_importing_the_package_compiles_nothing_and_runs_no_operator(tmp_path):
+    # An empty kernel cache: an import that built the kernels would write a library there
+    # and say so on stderr; one that ran an operator would have loaded them.
+    import subprocess
+    import sys
 
-    flat = importlib.import_module(f"bbb_gluon.{old}")
-    assert flat is importlib.import_module(f"bbb_gluon.{new}")
-    bbb_gluon = importlib.import_module("bbb_gluon")
-    assert getattr(bbb_gluon, old) is flat
+    script = (
+        "import sys\n"
+        "import bbb_gluon, bbb_gluon.training, bbb_gluon.bandit, bbb_gluon.threads\n"
+        "from bbb_gluon._kernels import fused\n"
+        "flat = [m for m in ('fused', 'loss', 'posterior', 'priors', 'sampling', 'step', "
+        "'noise', 'ops') if 'bbb_gluon.' + m in sys.modules]\n"
+        "print(fused._state['loaded'], fused._state['reason'], flat)\n")
+    env = {**__import__("os").environ, "BBB_GLUON_CACHE": str(tmp_path / "cache")}
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                          env=env, timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["False", "None", "[]"]
+    assert "compiling" not in done.stderr
+    assert not (tmp_path / "cache").exists() or not any((tmp_path / "cache").iterdir())
 
 
 def test_importing_training_does_not_load_the_launcher():
@@ -188,3 +197,22 @@ def test_no_module_reads_the_posteriors_private_attributes():
              for n, line in enumerate(path.read_text().splitlines(), 1)
              if private.search(line)]
     assert found == []
+
+
+# MXNet's private attributes the package needs; only bbb_gluon/_kernels may read them.
+MXNET_PRIVATE = {"_fresh_grad", "_active", "_act_type", "_data", "_label", "_barrier",
+                 "_params", "_sparse_label", "_kvstore", "_optimizer", "_updaters",
+                 "_scale", "_param2idx", "_index_update_count"}
+
+
+def test_mxnet_private_attributes_are_read_only_behind_the_kernels_door():
+    found = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        if "_kernels" in path.parts:
+            continue
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, ast.Attribute) and node.attr in MXNET_PRIVATE \
+                    and not (isinstance(node.value, ast.Name) and node.value.id == "self"):
+                found.append(f"{path.relative_to(PACKAGE.parent)}:{node.lineno}: .{node.attr}")
+    assert not found, "\n".join(found)
+

@@ -137,7 +137,7 @@ def test_train_writes_the_run_folder(trained_run, data_root):
     net, posterior, _, _ = load_run(out, "best")
     splits = load_dataset("mnist", root=data_root, subset=1000)
     Xt, yt = splits.test
-    assert error_rate(predict_proba(net, Xt, posterior, 0), yt) == metrics["test_error_means"]
+    assert error_rate(predict_proba(net, posterior, Xt, 0), yt) == metrics["test_error_means"]
 
 
 def test_train_plain_on_two_cpu_contexts(data_root, tmp_path, capsys):
@@ -673,7 +673,7 @@ def test_metrics_hold_the_best_and_the_end_of_training_network(trained_run, data
     assert end["epoch"] == 2
     net, posterior, _, _ = load_run(out, "latest")
     Xt, yt = load_dataset("mnist", root=data_root, subset=1000).test
-    assert end["test_error_means"] == error_rate(predict_proba(net, Xt, posterior, 0), yt)
+    assert end["test_error_means"] == error_rate(predict_proba(net, posterior, Xt, 0), yt)
     assert f"end of training: {100 * end['test_error_means']:.2f}%" in stdout
 
 

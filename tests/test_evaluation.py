@@ -37,10 +37,10 @@ def test_numbers_match_the_metrics_of_the_same_predictive(model):
     X_ood, _ = data(40, seed=1, shift=3.0)
     seed_state = posterior.noise.state_dict() if posterior else None
     mx.random.seed(5)
-    ev = evaluate_model(net, X, y, posterior, model, samples=7, X_ood=X_ood, bins=5)
+    ev = evaluate_model(net, posterior, X, y, model, samples=7, X_ood=X_ood, bins=5)
     s = ev.summary
     assert s["test_error_means"] == error_rate(
-        predict_proba(net, X, posterior if model == "bbb" else None, 0), y)
+        predict_proba(net, posterior if model == "bbb" else None, X, 0), y)
     assert s["nll"] == pytest.approx(metrics.nll(ev.probs, y))
     assert s["brier"] == pytest.approx(metrics.brier_score(ev.probs, y))
     assert s["ece"] == pytest.approx(metrics.expected_calibration_error(ev.probs, y, 5))
@@ -51,7 +51,7 @@ def test_numbers_match_the_metrics_of_the_same_predictive(model):
     if model == "plain":
         assert s["test_error_mc"] is None and s["ood"]["auroc_mutual_information"] is None
         assert "means" not in s
-        np.testing.assert_allclose(ev.probs, predict_proba(net, X), rtol=1e-6)
+        np.testing.assert_allclose(ev.probs, predict_proba(net, None, X), rtol=1e-6)
     else:
         assert s["samples"] == 7 and 0 <= s["ood"]["auroc_mutual_information"] <= 1
         assert s["test_error_mc"] == error_rate(ev.probs, y)
@@ -72,5 +72,6 @@ def test_bad_arguments(kwargs, match):
     net = make()
     X, y = data()
     args = {"posterior": Posterior(net, seed=0), "model": "bbb", **kwargs}
+    posterior = args.pop("posterior")
     with pytest.raises(ValueError, match=match):
-        evaluate_model(net, X, y, **args)
+        evaluate_model(net, posterior, X, y, **args)

@@ -10,15 +10,16 @@ import numpy as np
 import pytest
 from mxnet import gluon
 
-from bbb_gluon import BBBLoss, GaussianPrior, Posterior, ScaleMixturePrior, fused
-from bbb_gluon.core.step import forward_with, reference_step
+from bbb_gluon import BBBLoss, GaussianPrior, Posterior, ScaleMixturePrior
+from bbb_gluon.core.engines import FusedBBBStep, forward_with, prior_attrs, reference_step
+from bbb_gluon.core.loss import GaussianNLLLoss, likelihood_loss
 from bbb_gluon.training import build_mlp
 
 pytestmark = pytest.mark.usefixtures("fused_kernels")
 
 
-def _fused_step(net, posterior, *args, **kwargs):
-    return fused.FusedBBBStep(forward_with(net, posterior), posterior, *args, **kwargs)
+def _fused_step(net, posterior, trainer, loss):
+    return FusedBBBStep(forward_with(net, posterior), posterior, trainer, loss)
 
 
 PRIORS = [
@@ -86,11 +87,10 @@ def _one_step(engine, prior, complexity, batch_index, likelihood="softmax", rho_
     net, posterior, trainer = _setup([mx.cpu()], rho_init=rho_init, classes=classes)
     before = _params(posterior)
     eps = _flat_eps(posterior)
-    loss_fn = BBBLoss(posterior, prior, likelihood=likelihood, complexity=complexity,
+    loss_fn = BBBLoss(prior, likelihood_loss(likelihood), complexity=complexity,
                       weighting=weighting, num_batches=8)
     if engine == "fused":
-        step = _fused_step(net, posterior, trainer, prior, complexity, likelihood,
-                           loss_fn.weight_of)
+        step = _fused_step(net, posterior, trainer, loss_fn)
         nll, cost = step(X, y, batch_index, eps=[[_split(posterior, eps)]],
                          want_complexity=True)
     else:
@@ -136,10 +136,9 @@ def test_fused_step_with_two_samples_averages(prior, complexity):
         net, posterior, trainer = _setup([mx.cpu()])
         before = _params(posterior)
         eps = [_flat_eps(posterior, 2), _flat_eps(posterior, 3)]
-        loss_fn = BBBLoss(posterior, prior, complexity=complexity, weighting=0.1)
+        loss_fn = BBBLoss(prior, complexity=complexity, weighting=0.1)
         if engine == "fused":
-            step = _fused_step(net, posterior, trainer, prior, complexity, "softmax",
-                               loss_fn.weight_of)
+            step = _fused_step(net, posterior, trainer, loss_fn)
             step(X, y, 0, samples=2, eps=[[_split(posterior, e) for e in eps]])
         else:
             reference_step(net, posterior, loss_fn, trainer, X, y, 0, [mx.cpu()], samples=2,
@@ -156,9 +155,8 @@ def test_fused_two_devices_equal_one_device_given_the_same_noise():
         net, posterior, trainer = _setup(ctxs)
         before = _params(posterior)
         flat = _flat_eps(posterior)
-        loss_fn = BBBLoss(posterior, prior, weighting=0.05)
-        step = _fused_step(net, posterior, trainer, prior, "mc", "softmax",
-                           loss_fn.weight_of)
+        loss_fn = BBBLoss(prior, weighting=0.05)
+        step = _fused_step(net, posterior, trainer, loss_fn)
         step(X, y, 0, eps=[[_split(posterior, flat, c)] for c in ctxs])
         results.append(_params(posterior))
     _close_updates(before, results[0], results[1], rtol=5e-4)
@@ -170,13 +168,61 @@ def test_skipped_complexity_gives_the_likelihood_gradient_only():
     runs = []
     for weighting in (0.0, 1e-30):  # 1e-30 <= skip_below: skipped
         net, posterior, trainer = _setup([mx.cpu()])
-        loss_fn = BBBLoss(posterior, prior, weighting=weighting)
-        step = _fused_step(net, posterior, trainer, prior, "mc", "softmax",
-                           loss_fn.weight_of, skip_below=loss_fn.skip_below)
+        loss_fn = BBBLoss(prior, weighting=weighting)
+        assert loss_fn.weight_of(0) <= loss_fn.skip_below  # the step takes it from the loss
+        step = _fused_step(net, posterior, trainer, loss_fn)
         step(X, y, 0, eps=[[_split(posterior, _flat_eps(posterior))]])
         runs.append(_params(posterior))
     for a, b in zip(runs[0], runs[1], strict=True):
         np.testing.assert_array_equal(a, b)
+
+
+def _mixed_run(engine, likelihood, samples, fuse, monkeypatch, optimizer="sgd"):
+    """One step of a network whose first layer is deterministic (the posterior covers the
+    last Dense only), with a Trainer over the posterior's parameters, the network's
+    deterministic ones and, for the learned Gaussian, the loss's noise scale."""
+    monkeypatch.setenv("BBB_GLUON_FUSED_UPDATE", "1" if fuse else "0")
+    gaussian = likelihood == "gaussian_learned"
+    X, y = _batch()
+    if gaussian:
+        y = mx.nd.array(np.random.default_rng(4).normal(size=(16, 5)))
+    net = build_mlp((24,), 5, num_inputs=12)
+    mx.random.seed(0)
+    net.initialize(mx.init.Xavier(), ctx=[mx.cpu()])
+    net.hybridize()
+    posterior = Posterior(net, seed=0, rho_init=-3.0, select=[net[-1]])
+    loss_fn = BBBLoss(ScaleMixturePrior(0.5, 1.0, math.exp(-6)),
+                      GaussianNLLLoss(None) if gaussian else None, weighting=0.1)
+    loss_fn.initialize(ctx=mx.cpu())
+    others = list(posterior.deterministic_params(net).values()) + \
+        list(loss_fn.collect_params().values())
+    assert len(others) == (3 if gaussian else 2)
+    trainer = gluon.Trainer(list(posterior.params.values()) + others, optimizer,
+                            {"learning_rate": 0.1})
+    before = _params(posterior) + [p.data().asnumpy() for p in others]
+    eps = [_flat_eps(posterior, 2 + s) for s in range(samples)]
+    if engine == "fused":
+        step = _fused_step(net, posterior, trainer, loss_fn)
+        step(X, y, 0, samples=samples, eps=[[_split(posterior, e) for e in eps]])
+        assert (step._update_plan() is not False) == fuse
+    else:
+        reference_step(net, posterior, loss_fn, trainer, X, y, 0, [mx.cpu()], samples=samples,
+                       eps=[eps])
+    return before, _params(posterior) + [p.data().asnumpy() for p in others]
+
+
+@pytest.mark.parametrize("likelihood", ["softmax", "gaussian_learned"])
+@pytest.mark.parametrize("samples, fuse", [(1, True), (1, False), (2, False)],
+                         ids=["fused-update", "trainer-update", "two-samples"])
+@pytest.mark.parametrize("optimizer", ["sgd", "adam"])
+def test_fused_step_trains_the_trainers_other_parameters_as_the_reference(
+        monkeypatch, likelihood, samples, fuse, optimizer):
+    """A Trainer holding more than the posterior's parameters: the fused step updates mu
+    and rho, and the deterministic layer and the learned noise scale, as the reference
+    does (with two samples, the other parameters get the average gradient)."""
+    before, ref = _mixed_run("reference", likelihood, samples, fuse, monkeypatch, optimizer)
+    _, got = _mixed_run("fused", likelihood, samples, fuse, monkeypatch, optimizer)
+    _close_updates(before, ref, got, rtol=5e-4)
 
 
 def test_bbb_normal_is_standard_normal_and_reproducible():
@@ -306,7 +352,7 @@ def _assert_elementwise(got, ref, size, rtol, what):
 def test_bbb_grad_matches_float64_per_element(prior, complexity, scale):
     arrays, (gw, w, eps, mu, rho) = _extreme_inputs()
     gmu, grho = mx.nd.bbb_grad(*[mx.nd.array(a) for a in arrays], scale=repr(scale),
-                               **fused.prior_attrs(prior, complexity))
+                               **prior_attrs(prior, complexity))
     ref_mu, size_mu, ref_rho, size_rho = _reference_grad64(prior, complexity, scale, gw, w,
                                                            eps, mu, rho)
     gmu, grho = gmu.asnumpy(), grho.asnumpy()
@@ -334,7 +380,7 @@ def test_bbb_cost_matches_float64_per_element(prior, complexity):
                 - HALF_LOG_2PI
         ref = log_q - log_p
         size = np.abs(log_q) + np.abs(log_p) + 0.5 * eps**2
-    attrs = fused.prior_attrs(prior, complexity)
+    attrs = prior_attrs(prior, complexity)
     got = np.array([mx.nd.bbb_cost(*[mx.nd.array(a[i:i + 1]) for a in arrays[1:]],
                                    **attrs).asscalar() for i in range(len(w))])
     assert np.isfinite(got).all()
@@ -360,9 +406,8 @@ def _adam_steps(fuse, steps=3, lr_mult=1.0, wd=0.0, clip=None, monkeypatch=None,
     if clip is not None:
         opts["clip_gradient"] = clip
     trainer = gluon.Trainer(posterior.params, optimizer, opts)
-    loss_fn = BBBLoss(posterior, prior, weighting=0.1)
-    step = _fused_step(net, posterior, trainer, prior, "mc", "softmax",
-                       loss_fn.weight_of)
+    loss_fn = BBBLoss(prior, weighting=0.1)
+    step = _fused_step(net, posterior, trainer, loss_fn)
     for s in range(steps):
         step(X, y, 0, eps=[[_split(posterior, _flat_eps(posterior, 10 + s))]],
              step_size=X.shape[0])
@@ -433,8 +478,8 @@ def test_fused_update_state_saves_and_loads_with_the_trainer(monkeypatch, tmp_pa
         p.set_data(value)
     fresh = gluon.Trainer(posterior.params, "adam", {"learning_rate": 0.01})
     fresh.load_states(str(tmp_path / "states"))
-    loss_fn = BBBLoss(posterior, prior, weighting=0.1)
-    again = _fused_step(net, posterior, fresh, prior, "mc", "softmax", loss_fn.weight_of)
+    loss_fn = BBBLoss(prior, weighting=0.1)
+    again = _fused_step(net, posterior, fresh, loss_fn)
     again(X, y, 0, eps=[[_split(posterior, _flat_eps(posterior, 12))]], step_size=X.shape[0])
     for a, b in zip(_params(posterior), p_three, strict=True):
         np.testing.assert_allclose(a, b, rtol=1e-6, atol=1e-7)
@@ -448,9 +493,8 @@ def test_the_update_is_left_to_the_trainer_where_it_cannot_be_fused():
         kv = "device" if len(ctxs) > 1 else None
         trainer = gluon.Trainer(posterior.params, optimizer, opts, kvstore=kv,
                                 update_on_kvstore=False if kv else None)
-        loss_fn = BBBLoss(posterior, prior, weighting=0.1)
-        return _fused_step(net, posterior, trainer, prior, "mc", "softmax",
-                           loss_fn.weight_of)._update_plan()
+        loss_fn = BBBLoss(prior, weighting=0.1)
+        return _fused_step(net, posterior, trainer, loss_fn)._update_plan()
 
     assert plan([mx.cpu()], "sgd", {"learning_rate": 0.1})[0] is False  # SGD, fused
     assert plan([mx.cpu()], "sgd", {"learning_rate": 0.1, "momentum": 0.9})[0] is False

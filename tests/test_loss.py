@@ -26,7 +26,12 @@ from bbb_gluon import (
     use_means,
     use_weights,
 )
-from bbb_gluon.core.loss import blundell_weights, complexity_cost
+from bbb_gluon.core.loss import (
+    GaussianNLLLoss,
+    blundell_weights,
+    complexity_cost,
+    likelihood_loss,
+)
 
 CPU0 = mx.cpu(0)
 CONTEXTS = [CPU0, mx.cpu(1)]
@@ -168,6 +173,13 @@ def randomise(post, rng, rho_range=(-5.0, -1.0), small_mu=0.25):
         m[spike] = rng.normal(0, 3 * SIGMA2, spike.sum())
         mu.set_data(mx.nd.array(m))
         rho.set_data(mx.nd.array(rng.uniform(*rho_range, rho.shape)))
+
+
+def make_likelihood(likelihood, noise_sigma=1.0):
+    """The Gluon loss for one of LIKELIHOODS below (one-hot labels need sparse_label=False)."""
+    if likelihood == "softmax_onehot":
+        return gluon.loss.SoftmaxCrossEntropyLoss(sparse_label=False)
+    return likelihood_loss(likelihood, noise_sigma)
 
 
 def make_labels(likelihood, rng, batch, classes):
@@ -339,8 +351,8 @@ def test_minibatch_cost_gradient_matches_finite_differences(
     post = Posterior(net, seed=0)
     randomise(post, rng)
     noise_sigma = 0.7
-    loss = BBBLoss(post, prior, likelihood=likelihood.split("_")[0], complexity=complexity,
-                   weighting=weighting, num_batches=num_batches, noise_sigma=noise_sigma)
+    loss = BBBLoss(prior, make_likelihood(likelihood, noise_sigma), complexity=complexity,
+                   weighting=weighting, num_batches=num_batches)
     x = rng.normal(0, 1, (batch, 2)).astype(np.float32)
     label_np, label_ref = make_labels(likelihood, rng, batch, outputs)
     label = mx.nd.array(label_np, ctx=ctx)
@@ -376,8 +388,8 @@ def test_loss_is_nll_plus_complexity_share(likelihood, ctx):
     net = make_net((2, 4, outputs), ctx=ctx)
     post = Posterior(net, seed=1)
     prior = ScaleMixturePrior(0.25, 1.0, math.exp(-7))
-    loss = BBBLoss(post, prior, likelihood=likelihood.split("_")[0], weighting="blundell",
-                   num_batches=10, noise_sigma=0.5)
+    loss = BBBLoss(prior, make_likelihood(likelihood, 0.5), weighting="blundell",
+                   num_batches=10)
     label_np, label_ref = make_labels(likelihood, rng, batch, outputs)
     X = mx.nd.array(rng.normal(0, 1, (batch, 2)), ctx=ctx)
     sample = post.sample()
@@ -399,7 +411,7 @@ def test_loss_is_nll_plus_complexity_share(likelihood, ctx):
 def test_loss_several_samples_average():
     net = make_net((2, 4, 3))
     post = Posterior(net, seed=1)
-    loss = BBBLoss(post, GaussianPrior(1.0), weighting="uniform", num_batches=7)
+    loss = BBBLoss(GaussianPrior(1.0), weighting="uniform", num_batches=7)
     X = mx.nd.array(np.random.randn(5, 2))
     y = mx.nd.array([0, 1, 2, 1, 0])
     samples, outs = [], []
@@ -428,7 +440,7 @@ def test_loss_on_slices_of_a_batch_adds_up(ctx):
     net = make_net((2, 4, 3), ctx=ctx)
     post = Posterior(net, seed=1)
     prior = ScaleMixturePrior(0.5, 1.0, SIGMA2)
-    loss = BBBLoss(post, prior, weighting="blundell", num_batches=5)
+    loss = BBBLoss(prior, weighting="blundell", num_batches=5)
     X = mx.nd.array(rng.normal(0, 1, (6, 2)), ctx=ctx)
     y = mx.nd.array(rng.integers(0, 3, 6), ctx=ctx)
     s = post.sample()
@@ -458,7 +470,7 @@ def test_loss_on_slices_of_a_batch_adds_up(ctx):
 def test_costs_when_skipped_and_averaged(small):
     post, s, out = small
     y = mx.nd.array([0, 1, 2, 1])
-    loss = BBBLoss(post, GaussianPrior(), weighting="blundell", num_batches=100)
+    loss = BBBLoss(GaussianPrior(), weighting="blundell", num_batches=100)
     nll, cost = loss.costs(out, y, s, 80)
     assert cost is None
     np.testing.assert_array_equal(loss(out, y, s, 80).asnumpy(), nll.asnumpy())
@@ -478,7 +490,7 @@ def test_the_loss_keeps_nothing_from_a_call(small):
     and a call leaves no attribute behind."""
     post, s, out = small
     y = mx.nd.array([0, 1, 2, 1])
-    loss = BBBLoss(post, GaussianPrior(), weighting="blundell", num_batches=3)
+    loss = BBBLoss(GaussianPrior(), weighting="blundell", num_batches=3)
     before = dict(vars(loss))
     first = loss(out, y, s, 0).asnumpy()
     loss([out, out], y, [s, post.sample()], 2, 8)
@@ -495,8 +507,8 @@ def test_global_weight_scales_the_whole_loss():
     s = post.sample()
     with use_weights(net, post, s.weights):
         out = net(X)
-    plain = BBBLoss(post, prior, weighting=1.0)(out, y, s).asnumpy()
-    doubled = BBBLoss(post, prior, weighting=1.0, weight=2.0)(out, y, s).asnumpy()
+    plain = BBBLoss(prior, weighting=1.0)(out, y, s).asnumpy()
+    doubled = BBBLoss(prior, weighting=1.0, weight=2.0)(out, y, s).asnumpy()
     mx.test_utils.assert_almost_equal(doubled, 2 * plain, rtol=1e-6, atol=1e-6)
 
 
@@ -541,8 +553,8 @@ def test_skipping_negligible_complexity_leaves_gradients_unchanged(batch_index):
     x, y = _mnist_like(rng)
     X, Y = mx.nd.array(x), mx.nd.array(y)
     eps = rng.normal(0, 1, post.num_weights).astype(np.float32)
-    skipping = BBBLoss(post, prior, weighting="blundell", num_batches=391)
-    computing = BBBLoss(post, prior, weighting="blundell", num_batches=391, skip_below=0)
+    skipping = BBBLoss(prior, weighting="blundell", num_batches=391)
+    computing = BBBLoss(prior, weighting="blundell", num_batches=391, skip_below=0)
     assert skipping.weight_of(batch_index) <= skipping.skip_below
     v1, g1 = _normalised_grads(net, post, skipping, X, Y, eps, batch_index)
     v2, g2 = _normalised_grads(net, post, computing, X, Y, eps, batch_index)
@@ -551,7 +563,7 @@ def test_skipping_negligible_complexity_leaves_gradients_unchanged(batch_index):
         mx.test_utils.assert_almost_equal(a, b, rtol=1e-6, atol=1e-12)
 
     # the comparison is sensitive: at batch_index 0 (pi = 1/2) dropping the term changes them
-    dropping = BBBLoss(post, prior, weighting="blundell", num_batches=391, skip_below=1.0)
+    dropping = BBBLoss(prior, weighting="blundell", num_batches=391, skip_below=1.0)
     _, g3 = _normalised_grads(net, post, dropping, X, Y, eps, 0)
     _, g4 = _normalised_grads(net, post, computing, X, Y, eps, 0)
     assert max(np.abs(a - b).max() for a, b in zip(g3, g4, strict=True)) > 1e-3
@@ -560,7 +572,7 @@ def test_skipping_negligible_complexity_leaves_gradients_unchanged(batch_index):
 def test_skip_threshold_boundary(monkeypatch):
     net = make_net()
     post = Posterior(net, seed=0)
-    loss = BBBLoss(post, GaussianPrior(), weighting="blundell", num_batches=391)
+    loss = BBBLoss(GaussianPrior(), weighting="blundell", num_batches=391)
     calls = []
     original = loss.complexity_cost
 
@@ -594,59 +606,123 @@ def small():
     return post, s, out
 
 
-@pytest.mark.parametrize("label, match", [
-    ([0, 1, 3, 1], r"\[0, 2\]"),
-    ([0, -1, 2, 1], r"\[0, 2\]"),
-    ([0, 1, float("nan"), 1], "NaN"),
-    ([0, 1, float("inf"), 1], "NaN or infinity"),
-    ([[0], [1], [2], [1]], "shape"),
-    ([[1, 0, 0, 0]] * 4, "shape"),
-    ([0, 1, 2], "4 examples"),
-    ([0, 1, 2, 1, 0], "4 examples"),
-    ([[1, 0, 0], [0, 2, 0], [0, 0, 1], [1, 0, 0]], r"\[0, 1\]"),
-    ([[1, 0, 0], [0, float("nan"), 0], [0, 0, 1], [1, 0, 0]], "NaN"),
+NAN, INF = float("nan"), float("inf")
+
+
+@pytest.mark.parametrize("label, match, not_in", [
+    ([0, 1, 3, 1], r"lie in 0\.\.2 for 3 classes, got labels from 0 to 3", None),
+    ([0, -1, 2, 1], r"lie in 0\.\.2 for 3 classes, got labels from -1 to 2", None),
+    # a fraction is refused as such, not as a value out of range
+    ([0, 1, 1.5, 1], "whole numbers", "lie in"),
+    # NaN is named, not reported as a range "from nan to nan"
+    ([0, 1, NAN, 1], "NaN or infinity", "nan"),
+    ([0, 1, INF, 1], "NaN or infinity", "lie in"),
+    ([[1, 0, 0, 0]] * 4, r"class labels must have shape \(4,\)", None),
+    ([[1, 0, 0]] * 4, r"class labels must have shape \(4,\)", None),  # one-hot, sparse loss
+    ([0, 1, 2], "pred has 4 examples but label has 3", None),
+    ([0, 1, 2, 1, 0], "pred has 4 examples but label has 5", None),
 ])
-def test_softmax_label_errors(small, label, match):
+def test_softmax_label_errors(small, label, match, not_in):
     post, s, out = small
-    loss = BBBLoss(post, GaussianPrior(), num_batches=10, validate=True)
-    with pytest.raises(ValueError, match=match):
+    loss = BBBLoss(GaussianPrior(), gluon.loss.SoftmaxCrossEntropyLoss(), num_batches=10,
+                   validate=True)
+    with pytest.raises(ValueError, match=match) as info:
         loss(out, mx.nd.array(label), s)
+    if not_in is not None:
+        assert not_in not in str(info.value)
+    with pytest.raises(ValueError, match=match):  # nll checks them the same way
+        loss.nll(out, mx.nd.array(label))
 
 
-def test_softmax_pred_must_be_2d(small):
+@pytest.mark.parametrize("label", [[[1, 0, 0], [0, NAN, 0], [0, 0, 1], [1, 0, 0]],
+                                   [[1, 0, 0], [0, 1, 0], [0, 0, -INF], [1, 0, 0]]])
+def test_one_hot_label_errors(small, label):
     post, s, out = small
-    loss = BBBLoss(post, GaussianPrior(), num_batches=10)
-    with pytest.raises(ValueError, match=r"\(B, C\)"):
-        loss(out.reshape((4, 3, 1)), mx.nd.array([0, 1, 2, 1]), s)
+    loss = BBBLoss(GaussianPrior(), gluon.loss.SoftmaxCrossEntropyLoss(sparse_label=False),
+                   num_batches=10, validate=True)
+    with pytest.raises(ValueError, match="NaN or infinity"):
+        loss(out, mx.nd.array(label), s)
+    with pytest.raises(ValueError, match=r"one-hot labels must have pred's shape \(4, 3\)"):
+        loss(out, mx.nd.array([0, 1, 2, 1]), s)
+
+
+def test_valid_labels_pass_validation(small):
+    """The checks refuse only what they should: valid labels of every kind go through, and
+    give the values of the unvalidated loss."""
+    post, s, out = small
+    prior = GaussianPrior()
+    cases = [
+        (gluon.loss.SoftmaxCrossEntropyLoss(), out, [0, 1, 2, 1]),
+        (gluon.loss.SoftmaxCrossEntropyLoss(), out, [[0], [2], [2], [0]]),  # (B, 1)
+        (gluon.loss.SoftmaxCrossEntropyLoss(sparse_label=False), out,
+         [[1, 0, 0], [0, 0.5, 0.5], [0, 0, 1], [1, 0, 0]]),
+        (gluon.loss.SigmoidBCELoss(), out[:, 0], [0, 0.25, 1, 0]),  # soft labels allowed
+        (GaussianNLLLoss(1.0), out, [[-3, 0.5, 7]] * 4),
+    ]
+    for likelihood, pred, label in cases:
+        label = mx.nd.array(label)
+        checked = BBBLoss(prior, likelihood, weighting=0.1, validate=True)
+        plain = BBBLoss(prior, likelihood, weighting=0.1)
+        np.testing.assert_array_equal(checked(pred, label, s).asnumpy(),
+                                      plain(pred, label, s).asnumpy())
+
+
+def test_sequence_predictions_are_validated_per_class(small):
+    """Gluon's softmax loss takes (B, T, C) predictions with (B, T) labels: BBBLoss passes
+    them through, one value per example, and validates the labels against C."""
+    post, s, _ = small
+    pred = mx.nd.array(np.random.randn(4, 2, 3))
+    loss = BBBLoss(GaussianPrior(), weighting=0.1, validate=True)
+    good = mx.nd.array([[0, 1], [2, 1], [0, 0], [1, 2]])
+    expected = -(log_softmax64(pred.asnumpy().astype(np.float64))
+                 [np.arange(4)[:, None], np.arange(2), good.asnumpy().astype(int)]).mean(1)
+    np.testing.assert_allclose(loss.nll(pred, good).asnumpy(), expected, rtol=1e-5)
+    with pytest.raises(ValueError, match=r"0\.\.2 for 3 classes"):
+        loss(pred, mx.nd.array([[0, 1], [3, 1], [0, 0], [1, 2]]), s)
 
 
 def test_bernoulli_and_gaussian_label_errors(small):
     post, s, out = small
-    bern = BBBLoss(post, GaussianPrior(), likelihood="bernoulli", num_batches=10,
+    bern = BBBLoss(GaussianPrior(), gluon.loss.SigmoidBCELoss(), num_batches=10,
                    validate=True)
     logits = out[:, 0]
-    with pytest.raises(ValueError, match=r"\[0, 1\]"):
+    with pytest.raises(ValueError, match=r"SigmoidBCELoss labels must lie in \[0, 1\], got "
+                                         r"labels from 0 to 2"):
         bern(logits, mx.nd.array([0, 1, 2, 0]), s)
-    with pytest.raises(ValueError, match="NaN"):
-        bern(logits, mx.nd.array([0, 1, float("nan"), 0]), s)
-    with pytest.raises(ValueError, match="one logit"):
+    with pytest.raises(ValueError, match=r"from -0\.5 to 1"):
+        bern(logits, mx.nd.array([0, 1, -0.5, 0]), s)
+    with pytest.raises(ValueError, match="NaN or infinity"):
+        bern(logits, mx.nd.array([0, 1, NAN, 0]), s)
+    with pytest.raises(ValueError, match="one label per output"):
         bern(out, mx.nd.array([0, 1, 1, 0]), s)
     with pytest.raises(ValueError, match="4 examples"):
         bern(logits, mx.nd.array([0, 1, 1]), s)
-    gauss = BBBLoss(post, GaussianPrior(), likelihood="gaussian", num_batches=10,
-                    validate=True)
-    with pytest.raises(ValueError, match="targets"):
-        gauss(out, mx.nd.zeros((4, 2)), s)
-    with pytest.raises(ValueError, match="NaN"):
-        target = np.zeros((4, 3), np.float32)
-        target[1, 2] = np.nan
+    gauss = BBBLoss(GaussianPrior(), GaussianNLLLoss(1.0), num_batches=10, validate=True)
+    target = np.zeros((4, 3), np.float32)
+    target[1, 2] = np.nan
+    with pytest.raises(ValueError, match="NaN or infinity"):
         gauss(out, mx.nd.array(target), s)
+    with pytest.raises(ValueError, match="4 examples"):
+        gauss(out, mx.nd.zeros((3, 3)), s)
+    # any Gluon loss: finite labels
+    l2 = BBBLoss(GaussianPrior(), gluon.loss.L2Loss(), num_batches=10, validate=True)
+    target[1, 2] = np.inf
+    with pytest.raises(ValueError, match="NaN or infinity"):
+        l2(out, mx.nd.array(target), s)
+
+
+def test_gaussian_targets_must_have_preds_shape(small):
+    post, s, out = small
+    gauss = BBBLoss(GaussianPrior(), GaussianNLLLoss(1.0), num_batches=10)
+    with pytest.raises(ValueError, match="shape"):
+        gauss(out, mx.nd.zeros((4, 1)), s)
 
 
 def test_validate_false_skips_value_checks(small):
     post, s, out = small
-    loss = BBBLoss(post, GaussianPrior(), num_batches=10)  # validate=False by default
+    loss = BBBLoss(GaussianPrior(), num_batches=10)  # validate=False by default
     loss(out, mx.nd.array([0, 1, 7, 1]), s)  # out of range, not checked
+    loss(out, mx.nd.array([0, 1, 1.5, NAN]), s)  # nor fractional or NaN
     with pytest.raises(ValueError, match="4 examples"):  # shapes are still checked
         loss(out, mx.nd.array([0, 1, 1]), s)
 
@@ -656,58 +732,164 @@ def test_validate_false_skips_value_checks(small):
      "closed-form"),
     ({"weighting": "blundell"}, ValueError, "num_batches"),
     ({"weighting": "uniform"}, ValueError, "num_batches"),
-    ({"likelihood": "poisson", "num_batches": 3}, ValueError, "likelihood"),
     ({"complexity": "exact", "num_batches": 3}, ValueError, "complexity"),
     ({"weighting": "cosine", "num_batches": 3}, ValueError, "weighting"),
     ({"weighting": -1.0}, ValueError, "weight"),
     ({"weighting": float("nan")}, ValueError, "weight"),
-    ({"likelihood": "gaussian", "noise_sigma": 0.0, "num_batches": 3}, ValueError,
-     "noise_sigma"),
-    ({"likelihood": "gaussian", "noise_sigma": float("inf"), "num_batches": 3}, ValueError,
-     "noise_sigma"),
     ({"prior": "gaussian", "num_batches": 3}, TypeError, "Prior"),
+    # the likelihood is a Gluon loss object; the names of the old API are refused
+    ({"likelihood": "softmax", "num_batches": 3}, TypeError, r"gluon\.loss\.Loss"),
+    ({"likelihood": "gaussian", "num_batches": 3}, TypeError, r"gluon\.loss\.Loss"),
+    ({"likelihood": gluon.loss.SoftmaxCrossEntropyLoss, "num_batches": 3}, TypeError,
+     r"gluon\.loss\.Loss"),  # the class, not an instance
+    ({"likelihood": BBBLoss(GaussianPrior(), weighting=1.0), "num_batches": 3}, TypeError,
+     r"gluon\.loss\.Loss"),
 ])
-def test_constructor_errors(small, kwargs, error, match):
-    post = small[0]
+def test_constructor_errors(kwargs, error, match):
     kwargs = {"prior": GaussianPrior(), **kwargs}
     with pytest.raises(error, match=match):
-        BBBLoss(post, **kwargs)
+        BBBLoss(**kwargs)
+
+
+def test_the_old_posterior_argument_is_refused(small):
+    """BBBLoss(posterior, prior, ...), the old call, fails loudly: the posterior is no prior."""
+    with pytest.raises(TypeError, match="Prior"):
+        BBBLoss(small[0], GaussianPrior(), weighting=1.0)
+
+
+@pytest.mark.parametrize("name, kind", [
+    ("softmax", gluon.loss.SoftmaxCrossEntropyLoss),
+    ("bernoulli", gluon.loss.SigmoidBCELoss),
+    ("gaussian", GaussianNLLLoss),
+])
+def test_likelihood_loss_maps_the_names(name, kind):
+    loss = likelihood_loss(name, 0.3)
+    assert type(loss) is kind
+    assert BBBLoss(GaussianPrior(), loss, weighting=1.0).likelihood is loss
+    if name == "gaussian":
+        assert loss.noise_sigma == 0.3 and loss.sigma() == 0.3
+        assert not list(loss.collect_params().values())
+        assert likelihood_loss("gaussian", None).noise_sigma is None
+
+
+@pytest.mark.parametrize("args, match", [
+    (("poisson",), "likelihood"),
+    (("gaussian", 0.0), "noise_sigma"),
+    (("gaussian", -1.0), "noise_sigma"),
+    (("gaussian", float("inf")), "noise_sigma"),
+])
+def test_likelihood_loss_errors(args, match):
+    with pytest.raises(ValueError, match=match):
+        likelihood_loss(*args)
+
+
+def test_default_likelihood_is_sparse_softmax_cross_entropy(small):
+    post, s, out = small
+    loss = BBBLoss(GaussianPrior(), weighting=1.0)
+    assert type(loss.likelihood) is gluon.loss.SoftmaxCrossEntropyLoss
+    y = mx.nd.array([0, 1, 2, 1])
+    expected = -log_softmax64(out.asnumpy().astype(np.float64))[np.arange(4), [0, 1, 2, 1]]
+    np.testing.assert_allclose(loss.nll(out, y).asnumpy(), expected, rtol=1e-5)
+    assert loss.nll(out, y).shape == (4,)
+
+
+def test_global_weight_and_batch_axis_properties():
+    assert BBBLoss(GaussianPrior(), weighting=1.0).global_weight is None
+    loss = BBBLoss(GaussianPrior(), weighting=1.0, weight=2.5, batch_axis=0)
+    assert loss.global_weight == 2.5 and loss.batch_axis == 0
 
 
 @pytest.mark.parametrize("weighting", ["uniform", "blundell"])
-def test_num_batches_zero_is_rejected(small, weighting):
+def test_num_batches_zero_is_rejected(weighting):
     with pytest.raises(ValueError, match="num_batches"):
-        BBBLoss(small[0], GaussianPrior(), weighting=weighting, num_batches=0)
+        BBBLoss(GaussianPrior(), weighting=weighting, num_batches=0)
 
 
-def test_constant_weighting_needs_no_num_batches(small):
-    post, s, out = small
-    loss = BBBLoss(post, GaussianPrior(), weighting=0.01)
+def test_constant_weighting_needs_no_num_batches():
+    loss = BBBLoss(GaussianPrior(), weighting=0.01)
     assert loss.weight_of(12345) == 0.01
 
 
-def test_learned_gaussian_noise_gets_a_gradient():
-    net = make_net((2, 3, 2))
+@pytest.mark.parametrize("ctx", CONTEXTS, ids=CTX_IDS)
+def test_learned_gaussian_noise_gets_a_gradient(ctx):
+    net = make_net((2, 3, 2), ctx=ctx)
     post = Posterior(net, seed=0)
-    loss = BBBLoss(post, GaussianPrior(), likelihood="gaussian", noise_sigma=None,
-                   num_batches=3)
+    likelihood = GaussianNLLLoss(None)
+    loss = BBBLoss(GaussianPrior(), likelihood, num_batches=3)
+    # the learned noise scale is a parameter of the likelihood, hence of the BBBLoss
     params = list(loss.collect_params().values())
     assert len(params) == 1
     noise_rho = params[0]
-    assert noise_rho.data().asscalar() == pytest.approx(math.log(math.e - 1), rel=1e-6)
-    X = mx.nd.array(np.random.randn(4, 2))
+    assert noise_rho is likelihood.noise_rho
+    loss.initialize(ctx=ctx)
+    assert noise_rho.list_ctx() == [ctx]
+    assert noise_rho.data(ctx).asscalar() == pytest.approx(math.log(math.e - 1), rel=1e-6)
+    assert likelihood.sigma() == pytest.approx(1.0, rel=1e-6)
+    X = mx.nd.array(np.random.randn(4, 2), ctx=ctx)
     target = np.random.randn(4, 2).astype(np.float32)
     with autograd.record():
-        s = post.sample()
-        with use_weights(net, post, s.weights):
+        s = post.sample(ctx)
+        with use_weights(net, post, s.weights, ctx):
             out = net(X)
-        value = loss(out, mx.nd.array(target), s, 0)
+        value = loss(out, mx.nd.array(target, ctx=ctx), s, 0)
     value.backward()
+    assert value.context == ctx
     # d/drho sum_b [sum_d (y - f)^2 / (2 s^2) + D log s], s = softplus(rho) = 1
     resid = ((out.asnumpy() - target) ** 2).sum()
     sig = 1 / (1 + math.exp(-math.log(math.e - 1)))
     expected = (-resid + 4 * 2) * sig
-    assert noise_rho.grad().asscalar() == pytest.approx(expected, rel=1e-4)
+    assert noise_rho.grad(ctx).asscalar() == pytest.approx(expected, rel=1e-4)
+
+
+HYBRID_LIKELIHOODS = [
+    pytest.param("softmax", id="softmax"),
+    pytest.param("softmax_onehot", id="softmax_onehot"),
+    pytest.param("bernoulli", id="bernoulli"),
+    pytest.param("gaussian", id="gaussian"),
+    pytest.param("gaussian_learned", id="gaussian_learned"),
+]
+
+
+@pytest.mark.parametrize("likelihood", HYBRID_LIKELIHOODS)
+def test_hybridized_loss_gives_the_same_values_and_gradients(likelihood):
+    """hybridize() hybridizes the likelihood (it runs as a cached graph) and changes no
+    value: neither the loss nor its gradients with respect to pred and the learned noise."""
+    rng = np.random.default_rng(5)
+    outputs = 1 if likelihood == "bernoulli" else 3
+    net = make_net((2, 4, outputs))
+    post = Posterior(net, seed=1)
+    s = post.sample()
+    with use_weights(net, post, s.weights):
+        out = net(mx.nd.array(rng.normal(0, 1, (6, 2))))
+    label_np, _ = make_labels(likelihood.replace("_learned", ""), rng, 6, outputs)
+    label = mx.nd.array(label_np)
+    results = []
+    for hybrid in (False, True):
+        noise = None if likelihood == "gaussian_learned" else 0.5
+        lik = make_likelihood(likelihood.replace("_learned", ""), noise)
+        loss = BBBLoss(ScaleMixturePrior(0.5, 1.0, SIGMA2), lik, weighting="blundell",
+                       num_batches=4)
+        loss.initialize()
+        if hybrid:
+            loss.hybridize()
+        pred = out.copy()
+        pred.attach_grad()
+        with autograd.record():
+            value = loss(pred, label, s, 1)
+        value.backward()
+        grads = [pred.grad.asnumpy()] + [p.grad().asnumpy()
+                                         for p in loss.collect_params().values()]
+        results.append((value.asnumpy(), grads))
+        if hybrid:
+            assert lik._cached_op is not None  # it did run as a graph
+        else:
+            assert lik._cached_op is None
+    (v0, g0), (v1, g1) = results
+    np.testing.assert_allclose(v1, v0, rtol=1e-6, atol=1e-6)
+    assert len(g0) == len(g1) == (2 if likelihood == "gaussian_learned" else 1)
+    for a, b in zip(g0, g1, strict=True):
+        assert np.abs(a).max() > 0
+        np.testing.assert_allclose(b, a, rtol=1e-5, atol=1e-7)
 
 
 # --------------------------------------------------------------------------- training
@@ -728,7 +910,7 @@ def test_one_adam_step_on_cpu1_lowers_the_cost():
     net = make_net((4, 8, 3), ctx=ctx, activation="relu", hybridize=True)
     post = Posterior(net, seed=0)
     assert post.contexts == [ctx]
-    loss = BBBLoss(post, ScaleMixturePrior(0.5, 1.0, SIGMA2), weighting="uniform",
+    loss = BBBLoss(ScaleMixturePrior(0.5, 1.0, SIGMA2), weighting="uniform",
                    num_batches=10)
     X = mx.nd.array(rng.normal(0, 1, (16, 4)), ctx=ctx)
     y = mx.nd.array(rng.integers(0, 3, 16), ctx=ctx)
@@ -769,7 +951,7 @@ def test_two_moons_training_reaches_high_accuracy(prior, complexity):
     # rho_init -5.0 sits exactly on ops.softplus's cut between its two branches
     post = Posterior(net, rho_init=-5.0, seed=0)
     batch, num_batches = 100, 5
-    loss = BBBLoss(post, prior, complexity=complexity, weighting="uniform",
+    loss = BBBLoss(prior, complexity=complexity, weighting="uniform",
                    num_batches=num_batches)
     trainer = gluon.Trainer(post.params, "adam", {"learning_rate": 0.05})
     X, Y = mx.nd.array(x, ctx=ctx), mx.nd.array(y, ctx=ctx)
@@ -817,7 +999,7 @@ def test_gaussian_nll_loss_matches_float64(noise_sigma):
 def test_combine_refuses_a_batch_smaller_than_its_slice(small):
     post, s, out = small
     y = mx.nd.array([0, 1, 2, 1])
-    loss = BBBLoss(post, GaussianPrior(), weighting=0.5)
+    loss = BBBLoss(GaussianPrior(), weighting=0.5)
     nll, cost = loss.costs(out, y, s, 0)
     for bad in (3, 0, 2.5, True):
         with pytest.raises(ValueError, match="batch_size must be an integer >= 4"):

@@ -13,7 +13,7 @@ import pytest
 from mxnet import autograd
 from mxnet.gluon import HybridBlock
 
-from bbb_gluon import ops
+from bbb_gluon.core import ops
 
 CONTEXTS = [mx.cpu(0), mx.cpu(1)]
 CTX_IDS = ["cpu0", "cpu1"]

@@ -13,7 +13,8 @@ import pytest
 from mxnet import autograd, gluon
 from mxnet.gluon import nn
 
-from bbb_gluon import Posterior, PosteriorMismatchError, WeightSample, bayesian_parameters, ops
+from bbb_gluon import Posterior, PosteriorMismatchError, WeightSample, bayesian_parameters
+from bbb_gluon.core import ops
 
 CPU0 = mx.cpu(0)
 CONTEXTS = [CPU0, mx.cpu(1)]

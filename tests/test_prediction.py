@@ -15,7 +15,8 @@ import numpy as np
 import pytest
 from mxnet.gluon import nn
 
-from bbb_gluon import Posterior, fused, prediction, use_means, use_weights
+from bbb_gluon import Posterior, prediction, predictive_paths, use_means, use_weights
+from bbb_gluon._kernels import fused
 from bbb_gluon.prediction import (
     PREDICTION_STREAM,
     class_std,
@@ -158,7 +159,7 @@ def next_counter(posterior):
 def per_sample_path(monkeypatch):
     """Small test networks would take the all-samples-at-once path; these tests are about
     the per-sample one (and the first layer's local reparameterisation)."""
-    monkeypatch.setattr(prediction, "_BATCHED_MAX_WEIGHTS", 0)
+    monkeypatch.setattr(predictive_paths, "_BATCHED_MAX_WEIGHTS", 0)
 
 
 def inputs(n=7, d=6, seed=0):
@@ -184,10 +185,10 @@ def test_mc_mean_with_weight_sampling_equals_a_loop(noise_engine, hybrid, monkey
                                                     per_sample_path):
     net, posterior = make_net(hybrid=hybrid)
     X = inputs()
-    monkeypatch.setattr(prediction, "_first_dense", lambda net, posterior: None)
+    monkeypatch.setattr(predictive_paths, "_first_dense", lambda net, posterior: None)
     state = posterior.noise.state_dict()
     c0 = next_counter(posterior)
-    mean = predict_proba(net, X, posterior, 6, batch_size=4)
+    mean = predict_proba(net, posterior, X, 6, batch_size=4)
     loop = np.mean([forward64(X, reference_weights(posterior, noise_engine, c0 + s))
                     for s in range(6)], axis=0)
     np.testing.assert_allclose(mean, loop, rtol=1e-5, atol=1e-6)
@@ -200,10 +201,10 @@ def test_local_reparameterisation_equals_its_float64_recomputation(noise_engine,
                                                                    per_sample_path):
     """Same noise, recomputed by hand: first-layer pre-activations mean + std * zeta."""
     net, posterior = make_net()
-    assert prediction._first_dense(net, posterior) is not None
+    assert predictive_paths._first_dense(net, posterior) is not None
     X = inputs(n=5)
     c0 = next_counter(posterior)
-    got = predict_proba(net, X, posterior, 4, batch_size=5)
+    got = predict_proba(net, posterior, X, 4, batch_size=5)
     mu0, mub = (a.asnumpy().astype(np.float64) for a in posterior.mu()[:2])
     s0, sb = (a.asnumpy().astype(np.float64) for a in posterior.sigma()[:2])
     mean = X @ mu0.T + mub
@@ -231,7 +232,7 @@ def test_local_reparameterisation_matches_weight_sampling_in_distribution(per_sa
     net, posterior = make_net(rho_init=-1.0)
     X = inputs(n=8)
     S = 3000
-    local = predict_proba(net, X, posterior, S)  # local reparameterisation, first layer
+    local = predict_proba(net, posterior, X, S)  # local reparameterisation, first layer
     per_sample = predict_samples(net, posterior, X, S)  # every weight sampled
     sampled = per_sample.mean(axis=0)
     # Standard error of the difference of two independent S-sample means.
@@ -239,7 +240,7 @@ def test_local_reparameterisation_matches_weight_sampling_in_distribution(per_sa
     assert np.all(np.abs(local - sampled) < 5 * se), np.max(np.abs(local - sampled) / se)
     # The noise matters here: both are far (in standard errors) from the means' prediction
     # (about 20 standard errors with either noise generator, so the bound leaves room).
-    means = predict_proba(net, X, posterior, 0)
+    means = predict_proba(net, posterior, X, 0)
     assert np.max(np.abs(means - sampled) / se) > 10
 
 
@@ -283,7 +284,7 @@ def test_uncertainty_with_mc_dropout_and_deterministic():
     det = uncertainty(net, None, X, 20)
     assert det["sample_probs"].shape == (1, 7, 3)
     np.testing.assert_array_equal(det["mutual_information"], 0.0)
-    np.testing.assert_allclose(det["probs"], predict_proba(net, X), rtol=1e-6)
+    np.testing.assert_allclose(det["probs"], predict_proba(net, None, X), rtol=1e-6)
 
 
 @pytest.mark.parametrize("bad", [0, -1, 1.5, True])
@@ -313,17 +314,17 @@ def test_images_through_a_conv_net():
     X = np.random.default_rng(0).normal(size=(9, 1, 6, 6)).astype(np.float32)
     with use_means(net, posterior):
         expected = softmax64(net(mx.nd.array(X)).asnumpy().astype(np.float64))
-    np.testing.assert_allclose(predict_proba(net, X, posterior, 0, batch_size=4), expected,
+    np.testing.assert_allclose(predict_proba(net, posterior, X, 0, batch_size=4), expected,
                                rtol=1e-5, atol=1e-7)
     state = posterior.noise.state_dict()
     samples = predict_samples(net, posterior, X, 5, batch_size=4)
     posterior.noise.load_state_dict(state)
-    mean = predict_proba(net, X, posterior, 5, batch_size=4)
+    mean = predict_proba(net, posterior, X, 5, batch_size=4)
     assert samples.shape == (5, 9, 4)
     np.testing.assert_allclose(mean, samples.mean(axis=0), rtol=1e-5, atol=1e-7)
     assert np.abs(samples[0] - samples[1]).max() > 1e-3
     with pytest.raises(ValueError, match="examples axis"):
-        predict_proba(net, X[0, 0, 0], posterior, 0)
+        predict_proba(net, posterior, X[0, 0, 0], 0)
 
 
 # --------------------------------------------------------------------------- small networks
@@ -350,7 +351,7 @@ def batched_reference(posterior, engine, counter, num_samples):
 @pytest.mark.parametrize("hybrid", [False, True])
 def test_small_networks_predict_all_samples_at_once(noise_engine, hybrid):
     net, posterior = make_net(hybrid=hybrid)
-    assert prediction._batched_plan(net, posterior, inputs()) is not None
+    assert predictive_paths._batched_plan(net, posterior, inputs()) is not None
     X = inputs(n=9)
     c0 = next_counter(posterior)
     samples = predict_samples(net, posterior, X, 6, batch_size=4)
@@ -362,7 +363,7 @@ def test_small_networks_predict_all_samples_at_once(noise_engine, hybrid):
     state = posterior.noise.state_dict()
     state["counters"][str(PREDICTION_STREAM)] = c0
     posterior.noise.load_state_dict(state)
-    np.testing.assert_allclose(predict_proba(net, X, posterior, 6, batch_size=4),
+    np.testing.assert_allclose(predict_proba(net, posterior, X, 6, batch_size=4),
                                loop.mean(axis=0), rtol=1e-5, atol=1e-6)
 
 
@@ -375,7 +376,7 @@ def test_batched_path_with_a_bernoulli_output_and_many_samples(monkeypatch):
     posterior = Posterior(net, seed=0, rho_init=-1.0)
     X = inputs(n=50, d=2)
     # Chunks of 7 samples: the draws of later chunks come from later counters.
-    monkeypatch.setattr(prediction, "_BATCHED_FLOATS", 7 * posterior.num_weights)
+    monkeypatch.setattr(predictive_paths, "_BATCHED_FLOATS", 7 * posterior.num_weights)
     samples = predict_samples(net, posterior, X, 20, likelihood="bernoulli")
     assert samples.shape == (20, 50, 2)
     np.testing.assert_allclose(samples.sum(axis=2), 1.0, rtol=1e-6)
@@ -386,15 +387,15 @@ def test_batched_path_with_a_bernoulli_output_and_many_samples(monkeypatch):
 
 def test_which_networks_take_the_batched_path():
     net, posterior = make_net()
-    assert prediction._batched_plan(net, posterior, inputs()) is not None
-    assert prediction._batched_plan(net, posterior, inputs()[:, None, :]) is None  # not 2-D
+    assert predictive_paths._batched_plan(net, posterior, inputs()) is not None
+    assert predictive_paths._batched_plan(net, posterior, inputs()[:, None, :]) is None  # not 2-D
     conv = nn.HybridSequential()
     conv.add(nn.Conv2D(2, 3, in_channels=1), nn.Flatten(), nn.Dense(2, in_units=32))
     conv.initialize()
-    assert prediction._batched_plan(conv, Posterior(conv, seed=0),
+    assert predictive_paths._batched_plan(conv, Posterior(conv, seed=0),
                                     np.zeros((2, 36), np.float32)) is None
     last = Posterior(net, seed=0, select=[net[-1]])
-    assert prediction._batched_plan(net, last, inputs()) is None  # not every layer sampled
+    assert predictive_paths._batched_plan(net, last, inputs()) is None  # not every layer sampled
 
 
 def test_gaussian_likelihood_returns_the_outputs_per_sample():
@@ -407,7 +408,7 @@ def test_gaussian_likelihood_returns_the_outputs_per_sample():
         w0, b0, w1, b1 = (w[s] for w in draws)
         np.testing.assert_allclose(raw[s], np.maximum(X @ w0.T + b0, 0) @ w1.T + b1,
                                    rtol=1e-5, atol=1e-5)
-    means = predict_proba(net, X, posterior, 0, likelihood="gaussian")
+    means = predict_proba(net, posterior, X, 0, likelihood="gaussian")
     with use_means(net, posterior):
         np.testing.assert_allclose(means, net(mx.nd.array(X)).asnumpy(), rtol=1e-6)
 
@@ -425,21 +426,20 @@ def test_bad_inputs_are_refused_naming_x(X, message, predict):
     net, posterior = make_net()
     with pytest.raises(ValueError, match=f"X.*{message}|{message}.*"):
         if predict == "proba":
-            predict_proba(net, X, posterior, 3)
+            predict_proba(net, posterior, X, 3)
         else:
             predict_samples(net, posterior, X, 3)
 
 
 def test_large_inputs_are_predicted_in_passes(monkeypatch):
-    from bbb_gluon import prediction
     from bbb_gluon.prediction import predict_proba, predict_samples, uncertainty
 
     net, posterior = make_net()
     X = np.random.default_rng(0).normal(size=(230, 6)).astype(np.float32)
-    whole_means = predict_proba(net, X, posterior, 0)
+    whole_means = predict_proba(net, posterior, X, 0)
     monkeypatch.setattr(prediction, "PASS_EXAMPLES", 100)  # three passes: 100, 100, 30
-    np.testing.assert_array_equal(predict_proba(net, X, posterior, 0), whole_means)
-    mc = predict_proba(net, X, posterior, 200)
+    np.testing.assert_array_equal(predict_proba(net, posterior, X, 0), whole_means)
+    mc = predict_proba(net, posterior, X, 200)
     assert mc.shape == (230, 3) and np.allclose(mc.sum(axis=1), 1, atol=1e-5)
     assert np.abs(mc - whole_means).max() < 0.2  # an average over weight samples
     samples = predict_samples(net, posterior, X, 4)
@@ -463,3 +463,24 @@ def test_keep_samples_false_gives_the_same_measures():
     lean = uncertainty(net, posterior, X, 6, keep_samples=False)
     for k, v in lean.items():
         np.testing.assert_array_equal(v, full[k])
+
+
+def test_the_network_and_its_posterior_come_first_and_regressions_get_no_probabilities():
+    net = nn.HybridSequential()
+    net.add(nn.Dense(8, activation="relu", in_units=3), nn.Dense(1, in_units=8))
+    net.initialize(mx.init.Xavier())
+    posterior = Posterior(net, seed=0)
+    X = np.random.default_rng(0).normal(size=(5, 3)).astype(np.float32)
+    # the order of the package's earlier predict_proba(net, X, posterior) is refused
+    for call in (lambda: predict_proba(net, X, posterior),
+                 lambda: predict_samples(net, X, posterior, 2),
+                 lambda: uncertainty(net, X, posterior, 2)):
+        with pytest.raises(TypeError, match=r"\(net, posterior, X, \.\.\.\).*ndarray"):
+            call()
+    # one output under softmax would be a probability of 1.0 for every input
+    with pytest.raises(ValueError, match="regression takes likelihood='gaussian'"):
+        predict_proba(net, posterior, X, 0)
+    with pytest.raises(ValueError, match="for a regression, predict_samples"):
+        uncertainty(net, posterior, X, 2, likelihood="gaussian")
+    outputs = predict_samples(net, posterior, X, 3, likelihood="gaussian")
+    assert outputs.shape == (3, 5, 1) and np.isfinite(outputs).all()

@@ -18,8 +18,9 @@ import numpy as np
 import pytest
 from mxnet.gluon import nn
 
-from bbb_gluon import Posterior, PosteriorMismatchError, ops, use_means, use_weights
+from bbb_gluon import Posterior, PosteriorMismatchError, use_means, use_weights
 from bbb_gluon.cli import main
+from bbb_gluon.core import ops
 from bbb_gluon.prediction import predict_proba
 from bbb_gluon.pruning import (
     evaluate_pruning,
@@ -164,9 +165,9 @@ def trained_like():
 def test_fraction_zero_leaves_predictions_unchanged(trained_like):
     net, posterior, X = trained_like
     with use_means(net, posterior):
-        means = predict_proba(net, X)
+        means = predict_proba(net, None, X)
     with use_weights(net, posterior, pruned_weights(posterior, 0.0)):
-        pruned = predict_proba(net, X)
+        pruned = predict_proba(net, None, X)
     np.testing.assert_array_equal(pruned, means)
 
 
@@ -182,7 +183,7 @@ def test_fraction_one_zeroes_every_weight_but_no_bias(trained_like):
 
 def test_evaluate_pruning_table(trained_like):
     net, posterior, X = trained_like
-    y = predict_proba(net, X, posterior, 0).argmax(axis=1)  # the means are 100% right
+    y = predict_proba(net, posterior, X, 0).argmax(axis=1)  # the means are 100% right
     table = evaluate_pruning(net, posterior, X, y, [0, 0.5, 1])
     assert [list(r) for r in table] == [["fraction", "weights_left", "error_by_snr",
                                          "error_by_abs_mu"]] * 3
@@ -201,7 +202,7 @@ def test_evaluate_pruning_matches_predicting_with_pruned_weights(trained_like):
     y = np.arange(len(X)) % 4
     for by, column in (("snr", "error_by_snr"), ("abs_mu", "error_by_abs_mu")):
         with use_weights(net, posterior, pruned_weights(posterior, 0.7, by)):
-            error = float(np.mean(predict_proba(net, X).argmax(axis=1) != y))
+            error = float(np.mean(predict_proba(net, None, X).argmax(axis=1) != y))
         assert evaluate_pruning(net, posterior, X, y, [0.7])[0][column] == error
 
 
@@ -215,11 +216,11 @@ def test_sparse_export_round_trips_and_is_smaller(trained_like, tmp_path):
     assert stored["0.weight"].stype == "csr" and stored["0.bias"].stype == "default"
     assert stored["0.weight"].data.shape[0] + stored["1.weight"].data.shape[0] == 72
     with use_weights(net, posterior, pruned_weights(posterior, 0.9, "snr")):
-        expected = predict_proba(net, X)
+        expected = predict_proba(net, None, X)
     fresh, _ = make_net(units=(20, 30, 4), seed=9)
     layout = load_pruned(tmp_path / "pruned.params", fresh)
     assert layout["fraction"] == 0.9 and layout["by"] == "snr"
-    np.testing.assert_array_equal(predict_proba(fresh, X), expected)
+    np.testing.assert_array_equal(predict_proba(fresh, None, X), expected)
     assert not list(tmp_path.glob(".tmp-*"))
 
 

@@ -277,7 +277,7 @@ def test_evaluate_run_writes_the_report_it_returns(runs, fashion_root, tmp_path)
         json.dumps(report).replace("NaN", "null"))
     net, posterior, config, meta = load_run(bbb, "latest")
     Xt, yt = load_test_split(bbb, config.seed).test
-    means = evaluate_model(net, Xt, yt, posterior, "bbb", 3, bins=5).summary
+    means = evaluate_model(net, posterior, Xt, yt, "bbb", 3, bins=5).summary
     assert report["test_error_means"] == means["test_error_means"]
     assert report["epoch"] == meta["epoch"] == 2 and report["checkpoint"] == "latest"
     assert report["ood"]["dataset"] == "fashion-mnist"

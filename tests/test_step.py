@@ -1,8 +1,8 @@
 """Tests for bbb_gluon.core.step: BBBStep in a user's own loop, with any network and loss.
 
 The fused and the reference engines are given the same noise and must make the same
-updates, for a convolutional network with BatchNorm (trained alongside by an ordinary
-Trainer), a last-layer-only posterior, and regression and binary losses.
+updates, for a convolutional network with BatchNorm (trained by the step's one Trainer),
+a last-layer-only posterior, and regression and binary losses.
 """
 
 import math
@@ -13,7 +13,15 @@ import pytest
 from mxnet import gluon
 from mxnet.gluon import nn
 
-from bbb_gluon import BBBStep, GaussianPrior, Posterior, ScaleMixturePrior
+from bbb_gluon import (
+    BBBLoss,
+    BBBStep,
+    GaussianNLLLoss,
+    GaussianPrior,
+    Posterior,
+    ScaleMixturePrior,
+    trainable_params,
+)
 
 MIXTURE = ScaleMixturePrior(0.5, 1.0, math.exp(-6))
 
@@ -40,6 +48,15 @@ def mlp(ctx, outputs=5, inputs=12):
     net.initialize(mx.init.Xavier(), ctx=ctx)
     net.hybridize()
     return net
+
+
+def make_step(net, posterior, prior=None, likelihood=None, optimizer="sgd", lr=0.1,
+              num_batches=2, **kwargs):
+    """A BBBStep as a user builds one: the loss, one Trainer over trainable_params."""
+    loss = BBBLoss(prior or MIXTURE, likelihood, num_batches=num_batches)
+    trainer = gluon.Trainer(trainable_params(net, posterior, loss), optimizer,
+                            {"learning_rate": lr})
+    return BBBStep(net, posterior, loss, trainer, **kwargs)
 
 
 def batches(kind, n=16, steps=3, seed=1):
@@ -93,11 +110,8 @@ def train(case, engine, steps=3):
     posterior = Posterior(net, seed=3, rho_init=-4.0, select=select)
     # Small steps: a few large ones on the scale mixture's narrow spike (curvature
     # 1/sigma2^2) would amplify float32 rounding differences between the engines.
-    trainer = gluon.Trainer(posterior.params, "sgd", {"learning_rate": 0.01})
     others = posterior.deterministic_params(net)
-    other_trainer = gluon.Trainer(others, "sgd", {"learning_rate": 0.01}) \
-        if list(others.keys()) else None
-    step = BBBStep(net, posterior, prior, loss, trainer, num_batches=100, engine=engine)
+    step = make_step(net, posterior, prior, loss, lr=0.01, num_batches=100, engine=engine)
     assert step.engine == engine
     start = {"mu": [a.asnumpy() for a in posterior.mu()],
              "rho": [a.asnumpy() for a in posterior.rho()],
@@ -106,8 +120,6 @@ def train(case, engine, steps=3):
     for i, (X, y) in enumerate(batches(kind, steps=steps)):
         X, y = X.as_in_context(ctx), y.as_in_context(ctx)
         nll, complexity = step._step(X, y, i, True, None, eps=noise(posterior, i, engine))
-        if other_trainer is not None:
-            other_trainer.step(X.shape[0])
         costs.append((nll.asscalar(), complexity.asscalar()))
     end = {"mu": [a.asnumpy() for a in posterior.mu()],
            "rho": [a.asnumpy() for a in posterior.rho()],
@@ -138,7 +150,7 @@ def test_fused_and_reference_make_the_same_updates(case):
     if case == "conv-bn":
         assert posterior.keys == ["0.weight", "0.bias", "3.weight", "3.bias", "5.weight",
                                   "5.bias", "6.weight", "6.bias"]
-        assert len(start["other"]) == 2  # BatchNorm's gamma and beta, trained alongside
+        assert len(start["other"]) == 2  # BatchNorm's gamma and beta, by the same Trainer
     if case == "last-layer":
         assert posterior.keys == ["2.weight", "2.bias"]
         assert len(start["other"]) == 4  # the first two Dense layers, deterministic
@@ -153,19 +165,15 @@ def test_a_conv_net_learns_with_the_step():
     y = mx.nd.array(y)
     net = lenet(mx.cpu())
     posterior = Posterior(net, seed=0, rho_init=-5.0)
-    trainer = gluon.Trainer(posterior.params, "adam", {"learning_rate": 0.01})
-    other = gluon.Trainer(posterior.deterministic_params(net), "adam", {"learning_rate": 0.01})
-    step = BBBStep(net, posterior, MIXTURE, gluon.loss.SoftmaxCrossEntropyLoss(), trainer,
-                   num_batches=5)
+    step = make_step(net, posterior, optimizer="adam", lr=0.01, num_batches=5)
     first = None
     for _ in range(8):
         for i in range(5):
-            nll, _ = step(X[i * 40:(i + 1) * 40], y[i * 40:(i + 1) * 40], i)
-            other.step(40)
+            nll = step(X[i * 40:(i + 1) * 40], y[i * 40:(i + 1) * 40], i).nll
             first = nll.asscalar() if first is None else first
     from bbb_gluon import predict_proba
 
-    error = (predict_proba(net, X.asnumpy(), posterior, 0).argmax(axis=1)
+    error = (predict_proba(net, posterior, X.asnumpy(), 0).argmax(axis=1)
              != y.asnumpy()).mean()
     assert nll.asscalar() < first / 4 and error < 0.1, (first, nll.asscalar(), error)
 
@@ -174,9 +182,7 @@ def test_a_conv_net_learns_with_the_step():
 def test_the_step_reads_nothing_back_to_the_host(engine, monkeypatch):
     net = mlp(mx.cpu())
     posterior = Posterior(net, seed=0)
-    trainer = gluon.Trainer(posterior.params, "adam", {"learning_rate": 1e-3})
-    step = BBBStep(net, posterior, MIXTURE, gluon.loss.SoftmaxCrossEntropyLoss(), trainer,
-                   num_batches=3, engine=engine)
+    step = make_step(net, posterior, optimizer="adam", lr=1e-3, num_batches=3, engine=engine)
     X, y = next(batches("class"))
     step(X, y, 0)  # warm-up: the first call may build kernels and caches
 
@@ -185,33 +191,84 @@ def test_the_step_reads_nothing_back_to_the_host(engine, monkeypatch):
 
     for name in ("asnumpy", "asscalar", "wait_to_read"):
         monkeypatch.setattr(mx.nd.NDArray, name, forbidden)
-    nll, complexity = step(X, y, 1)
+    costs = step(X, y, 1)
     monkeypatch.undo()
-    assert math.isfinite(nll.asscalar()) and math.isfinite(complexity.asscalar())
+    assert math.isfinite(costs.nll.asscalar()) and math.isfinite(costs.complexity.asscalar())
+    # the cost the step followed: nll + pi_i C, pi_i = 1/3 (uniform over 3 batches)
+    assert costs.complexity_weight == pytest.approx(1 / 3)
+    assert costs.cost.asscalar() == pytest.approx(
+        costs.nll.asscalar() + costs.complexity.asscalar() / 3, rel=1e-6)
 
 
 def test_engine_choice_and_errors():
     net = mlp(mx.cpu(), outputs=1)
     posterior = Posterior(net, seed=0)
-    trainer = gluon.Trainer(posterior.params, "sgd", {"learning_rate": 0.1})
-    assert BBBStep(net, posterior, MIXTURE, gluon.loss.L2Loss(), trainer,
-                   num_batches=2).engine == "fused"
-    # the named Gaussian likelihood (with its own noise parameter) has no fused kernel
-    step = BBBStep(net, posterior, MIXTURE, "gaussian", trainer, num_batches=2)
-    assert step.engine == "reference"
-    with pytest.raises(ValueError, match="engine='fused' cannot run here"):
-        BBBStep(net, posterior, MIXTURE, "gaussian", trainer, num_batches=2, engine="fused")
+    assert make_step(net, posterior, likelihood=gluon.loss.L2Loss()).engine == "fused"
+    # a Gaussian likelihood with a learned noise scale runs fused too: the scale is an
+    # ordinary parameter of the loss, trained by the step's Trainer
+    learned = GaussianNLLLoss(None)
+    learned.initialize(ctx=mx.cpu())
+    step = make_step(net, posterior, likelihood=learned)
+    assert step.engine == "fused" and step.engine_reason is None
+    weighted = BBBLoss(MIXTURE, gluon.loss.L2Loss(), num_batches=2, weight=2.0)
+    trainer = gluon.Trainer(trainable_params(net, posterior, weighted), "sgd")
+    step = BBBStep(net, posterior, weighted, trainer)
+    assert step.engine == "reference" and "global weight" in step.engine_reason
+    with pytest.raises(ValueError, match="engine='fused' cannot run here: .*global weight"):
+        BBBStep(net, posterior, weighted, trainer, engine="fused")
     with pytest.raises(ValueError, match="engine must be"):
-        BBBStep(net, posterior, MIXTURE, "softmax", trainer, num_batches=2, engine="gpu")
-    with pytest.raises(ValueError, match="num_batches"):
-        BBBStep(net, posterior, MIXTURE, "softmax", trainer)
+        BBBStep(net, posterior, weighted, trainer, engine="gpu")
     with pytest.raises(TypeError, match="Trainer"):
-        BBBStep(net, posterior, MIXTURE, "softmax", "adam", num_batches=2)
+        BBBStep(net, posterior, weighted, "adam")
+    with pytest.raises(TypeError, match="BBBLoss"):
+        BBBStep(net, posterior, gluon.loss.L2Loss(), trainer)
     with pytest.raises(ValueError, match="samples"):
-        BBBStep(net, posterior, MIXTURE, "softmax", trainer, num_batches=2, samples=0)
+        BBBStep(net, posterior, weighted, trainer, samples=0)
     other = mlp(mx.cpu(), outputs=3)
     with pytest.raises(ValueError, match="does not match"):
-        BBBStep(other, posterior, MIXTURE, "softmax", trainer, num_batches=2)
+        BBBStep(other, posterior, weighted, trainer)
+
+
+def test_one_trainer_trains_everything_and_a_partial_one_is_refused():
+    net = lenet(mx.cpu())
+    posterior = Posterior(net, seed=0)
+    loss = BBBLoss(MIXTURE, num_batches=2)
+    params = trainable_params(net, posterior, loss)
+    bn = [p for p in net.collect_params().values()
+          if "batchnorm" in p.name and p.grad_req != "null"]  # gamma, beta
+    assert {id(p) for p in params.values()} == \
+        {id(p) for p in list(posterior.params.values()) + bn}
+    # the Gluon habit (the network's own weights) and the posterior alone are refused,
+    # before any work, naming what is wrong
+    with pytest.raises(ValueError, match="does not train .*posterior.*trainable_params"):
+        BBBStep(net, posterior, loss, gluon.Trainer(net.collect_params(), "sgd"))
+    with pytest.raises(ValueError, match="does not train batchnorm.*trainable_params"):
+        BBBStep(net, posterior, loss, gluon.Trainer(posterior.params, "sgd"))
+    everything = gluon.ParameterDict()
+    everything.update(params)
+    everything.update(net.collect_params())
+    with pytest.raises(ValueError, match="trains the network's own .*weight samples"):
+        BBBStep(net, posterior, loss, gluon.Trainer(everything, "sgd"))
+    # a frozen parameter (grad_req 'null') is not asked for
+    for p in bn:
+        p.grad_req = "null"
+    assert list(trainable_params(net, posterior, loss).keys()) == list(posterior.params.keys())
+    BBBStep(net, posterior, loss, gluon.Trainer(posterior.params, "sgd"))
+
+
+@pytest.mark.parametrize("engine", ["fused", "reference"])
+@pytest.mark.parametrize("samples", [1, 2])
+def test_batchnorm_learns_under_the_one_trainer(engine, samples):
+    net = lenet(mx.cpu())
+    posterior = Posterior(net, seed=0)
+    step = make_step(net, posterior, optimizer="adam", lr=0.01, engine=engine,
+                     samples=samples)
+    assert step.engine == engine
+    gamma = [p for p in net.collect_params().values() if p.name.endswith("gamma")][0]
+    before = gamma.data().asnumpy()
+    X, y = next(batches("image"))
+    step(X, y, 0)
+    assert np.abs(gamma.data().asnumpy() - before).max() > 1e-4  # Adam moved it
 
 
 @pytest.mark.parametrize("engine", ["fused", "reference"])
@@ -220,9 +277,7 @@ def test_check_finite_names_what_went_wrong(engine):
 
     net = mlp(mx.cpu())
     posterior = Posterior(net, seed=0)
-    trainer = gluon.Trainer(posterior.params, "sgd", {"learning_rate": 0.01})
-    step = BBBStep(net, posterior, MIXTURE, gluon.loss.SoftmaxCrossEntropyLoss(), trainer,
-                   num_batches=3, engine=engine)
+    step = make_step(net, posterior, lr=0.01, num_batches=3, engine=engine)
     X, y = next(batches("class"))
     step(X, y, 0)
     step.check_finite()  # all finite
@@ -235,9 +290,7 @@ def test_check_finite_names_what_went_wrong(engine):
         step.check_finite()
     posterior.params["posterior_" + posterior.keys[2] + "_rho"].set_data(
         mx.nd.full(rho.shape, -3.0))
-    huge = BBBStep(net, posterior, MIXTURE, gluon.loss.SoftmaxCrossEntropyLoss(),
-                   gluon.Trainer(posterior.params, "sgd", {"learning_rate": 1e12}),
-                   num_batches=3, engine=engine)
+    huge = make_step(net, posterior, lr=1e12, num_batches=3, engine=engine)
     for i, (Xb, yb) in enumerate(batches("class", steps=3)):
         huge(Xb * 1e3, yb, i)
     with pytest.raises(NotFiniteError, match="step calls 1 to 3"):
@@ -251,8 +304,7 @@ def test_check_finite_names_what_went_wrong(engine):
 def test_a_bad_batch_is_refused_before_any_update(engine, X_shape, y_shape, batch_size):
     net = mlp(mx.cpu(), outputs=5)
     posterior = Posterior(net, seed=0)
-    trainer = gluon.Trainer(posterior.params, "sgd", {"learning_rate": 0.1})
-    step = BBBStep(net, posterior, MIXTURE, "softmax", trainer, num_batches=2, engine=engine)
+    step = make_step(net, posterior, engine=engine)
     before = [m.asnumpy() for m in posterior.mu()]
     with pytest.raises(ValueError, match="X and y|batch_size"):
         step(mx.nd.zeros(X_shape), mx.nd.zeros(y_shape), batch_size=batch_size)

@@ -69,33 +69,37 @@ def _run(script, **env):
 
 
 @needs_kernels
-def test_the_import_raises_the_count_only_before_anything_ran():
+def test_claim_raises_the_count_only_before_anything_ran():
     env = dict(OMP_NUM_THREADS="1", BBB_GLUON_TRAIN_THREADS="3")  # MXNet starts at one
     fresh = """
         import mxnet as mx
-        import bbb_gluon
-        print(*bbb_gluon._kernels.threads.current())
+        import bbb_gluon.threads
+        bbb_gluon.threads.claim()
+        print(*bbb_gluon.threads.current())
     """
     used = """
         import mxnet as mx
-        mx.nd.ones((2, 2)).asnumpy()  # an operator before the import: the count stays
-        import bbb_gluon
-        print(*bbb_gluon._kernels.threads.current())
+        import bbb_gluon.threads
+        mx.nd.ones((2, 2)).asnumpy()  # an operator before the claim: the count stays
+        bbb_gluon.threads.claim()
+        print(*bbb_gluon.threads.current())
     """
     assert _run(fresh, **env) == ["3"]
     assert _run(used, **env) == ["1"]
+    # the import alone claims nothing: MXNet's count stays the ceiling
+    assert _run(fresh.replace("bbb_gluon.threads.claim()", ""), **env) == ["1"]
 
 
 @needs_kernels
-def test_the_import_says_once_when_it_cannot_have_the_threads():
+def test_claim_says_when_it_cannot_have_the_threads():
     used = """
         import warnings
         import mxnet as mx
+        import bbb_gluon.threads
         mx.nd.ones((2, 2)).asnumpy()
         with warnings.catch_warnings(record=True) as seen:
             warnings.simplefilter("always")
-            import bbb_gluon
-            import bbb_gluon.training  # a second import says nothing more
+            bbb_gluon.threads.claim()
         print(len(seen), "OMP_NUM_THREADS=3" in str(seen[0].message))
     """
     assert _run(used, OMP_NUM_THREADS="1", BBB_GLUON_TRAIN_THREADS="3") == ["1", "True"]
@@ -126,7 +130,8 @@ def test_engine_threads_restarted_by_a_fork_keep_their_count():
     script = """
         import os
         import mxnet as mx
-        import bbb_gluon
+        import bbb_gluon.threads
+        bbb_gluon.threads.claim()
         pid = os.fork()
         if pid == 0:
             os._exit(0)
@@ -149,6 +154,8 @@ def test_a_cnn_trained_with_fewer_threads_than_it_predicts_with_does_not_crash()
     script = """
         import mxnet as mx, numpy as np
         import bbb_gluon as bbb
+        import bbb_gluon.threads
+        bbb.threads.claim()
     """ + _CNN + """
         posterior = bbb.Posterior(net, rho_init=-3.0, seed=0)
         rng = np.random.default_rng(0)
@@ -156,7 +163,7 @@ def test_a_cnn_trained_with_fewer_threads_than_it_predicts_with_does_not_crash()
         y = np.arange(256) % 10
         config = bbb.TrainConfig(model="bbb", epochs=2, batch_size=128, eval_samples=2)
         bbb.fit(config, (X, y), (X, y), net=net, posterior=posterior, progress=False)
-        probs = bbb.predict_proba(net, X, posterior, num_samples=2, batch_size=128)
+        probs = bbb.predict_proba(net, posterior, X, num_samples=2, batch_size=128)
         print(int(np.isfinite(probs).all()), *bbb.threads.current())
     """
     assert _run(script, BBB_GLUON_TRAIN_THREADS="1", BBB_GLUON_PREDICT_THREADS="2") \
@@ -214,7 +221,7 @@ def test_prediction_runs_with_the_predict_count(monkeypatch):
     net = build_mlp((8,), 3, num_inputs=4)
     net.initialize(mx.init.Xavier())
     X = np.random.default_rng(0).normal(size=(20, 4)).astype(np.float32)
-    probs = bbb_gluon.prediction.predict_proba(net, X)
+    probs = bbb_gluon.prediction.predict_proba(net, None, X)
     assert probs.shape == (20, 3) and seen == [2]
 
 

@@ -21,9 +21,10 @@ the most threads it may use from then on:
   not among the process's threads just before); otherwise the ceiling is the count the
   thread has, MXNet's own (one thread on these 2-core machines unless
   ``OMP_NUM_THREADS`` says otherwise);
-- ``import bbb_gluon`` does this for ``mx.cpu()``, so import it before running any MXNet
-  operator (creating an array or ``mx.random.seed`` count too) and from the main thread;
-  another CPU context gets it the first time ``bbb_gluon`` sets its count;
+- :func:`claim` does this for ``mx.cpu()``: call it before running any MXNet operator
+  (creating an array or ``mx.random.seed`` count too) and from the main thread (the
+  command line does); another CPU context gets it the first time ``bbb_gluon`` sets its
+  count; without a claim, the ceiling is MXNet's own count;
 - setting a count lowers the ceiling to it, and a larger request gets the ceiling;
 - new engine threads (MXNet restarts them in both processes around ``os.fork``, e.g. for
   a ``DataLoader`` with workers) start unknown, so they keep MXNet's count.
@@ -53,8 +54,8 @@ import mxnet as mx
 
 from . import fused
 
-__all__ = ["cores", "train_threads", "predict_threads", "configure", "per_context", "current",
-           "set_threads", "using_threads"]
+__all__ = ["claim", "cores", "train_threads", "predict_threads", "configure", "per_context",
+           "current", "set_threads", "using_threads"]
 
 _settings = {"train": None, "predict": None}
 
@@ -145,9 +146,11 @@ def _call(ctx, threads=0):
     return int(out[0]), int(out[2])
 
 
-def _claim():
-    """At import: let ``mx.cpu()``'s engine thread take the phase count before anything
-    runs on it (see the module's notes), and say once if it could not."""
+def claim():
+    """Let ``mx.cpu()``'s engine thread take the larger phase count (every core unless
+    configured) before anything runs on it (see the module's notes), and say once if it
+    could not: call it before the process's first MXNet operator. Builds the kernels if
+    needed; without them it does nothing."""
     if not fused.available():
         return
     _, have = _call(mx.cpu())
@@ -159,11 +162,11 @@ def _claim():
         return
     if have < want:
         warnings.warn(
-            f"bbb_gluon: MXNet ran an operator before 'import bbb_gluon', so training and "
-            f"prediction on mx.cpu() use {have} of the {want} threads they want (the count "
-            f"cannot go up once MXNet has used it). Import bbb_gluon before creating any "
+            f"bbb_gluon: MXNet ran an operator before bbb_gluon.threads.claim(), so training "
+            f"and prediction on mx.cpu() use {have} of the {want} threads they want (the "
+            f"count cannot go up once MXNet has used it). Call it before creating any "
             f"NDArray, or start Python with OMP_NUM_THREADS={want}.", RuntimeWarning,
-            stacklevel=3)
+            stacklevel=2)
 
 
 def current(ctx=None):

@@ -11,7 +11,8 @@ instead of a wrong update.
 import mxnet as mx
 
 __all__ = ["check_version", "start_kvstore", "kvstore", "params", "param_index",
-           "optimizer", "states", "scale", "count_update", "lr_wd", "update_count"]
+           "optimizer", "states", "scale", "count_update", "lr_wd", "update_count",
+           "mark_fresh", "step_fresh"]
 
 MXNET_VERSION = "1.9.1"
 
@@ -80,3 +81,28 @@ def lr_wd(opt, index):
     """The learning rate and weight decay of ``index``, with their multipliers and the
     schedule applied."""
     return opt._get_lr(index), opt._get_wd(index)
+
+
+def mark_fresh(array):
+    """Tell ``gluon.Trainer`` this gradient is new.
+
+    The fused step writes gradients with its own kernels instead of ``backward()``, and
+    the Trainer refuses (or silently skips, with ``ignore_stale_grad``) parameters whose
+    ``_fresh_grad`` flag backward did not set. NDArray has no public setter for it.
+    """
+    array._fresh_grad = True
+
+
+def step_fresh(trainer, step_size, params):
+    """``trainer.step(step_size)`` on the parameters whose gradients backward wrote since
+    the last step, after the fused update has done the posterior's (whose gradients it
+    never writes). Each of ``params`` must be among them: otherwise raise as
+    ``Trainer.step`` does, instead of skipping it silently."""
+    for p in params:
+        if not all(data._fresh_grad for data in p.list_data()):
+            raise UserWarning(
+                f"Gradient of Parameter `{p.name}` on context {p.list_ctx()[0]} has not been "
+                "updated by backward since last `step`: the network does not use it. Set "
+                "its grad_req to 'null' to leave it out of training.")
+    trainer.step(step_size, ignore_stale_grad=True)
+

@@ -10,9 +10,9 @@ import numpy as np
 from mxnet import autograd, gluon
 
 from .._checks import check_int, check_positive
-from ..core.loss import GaussianNLLLoss
+from ..core.loss import BBBLoss, GaussianNLLLoss
 from ..core.posterior import Posterior
-from ..core.step import BBBStep
+from ..core.step import BBBStep, trainable_params
 from .config import GREEDY_LR, BanditConfig
 from .engine import complexity_scale
 from .environment import EAT, PASS, ReplayBuffer
@@ -81,11 +81,11 @@ class ThompsonAgent(_GluonAgent):
                                    rho_init=config.rho_init, seed=seed)
         for p in self.posterior.rho_parameters:
             p.lr_mult = config.rho_lr_mult
-        trainer = gluon.Trainer(self.posterior.params, config.optimizer,
-                                _optimizer_params(config, config.lr))
-        self.step = BBBStep(self.net, self.posterior, self.prior,
-                            GaussianNLLLoss(config.noise_sigma), trainer, weighting=1.0,
-                            engine=engine, watch=False)
+        loss = BBBLoss(self.prior, GaussianNLLLoss(config.noise_sigma), weighting=1.0)
+        trainer = gluon.Trainer(trainable_params(self.net, self.posterior, loss),
+                                config.optimizer, _optimizer_params(config, config.lr))
+        self.step = BBBStep(self.net, self.posterior, loss, trainer, engine=engine,
+                            watch=False)
 
     def act(self, row, eps=None):
         """Eat (1) or not (0): the better action under sampled weights (the predicted

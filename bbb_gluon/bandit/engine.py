@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 
 from .._checks import check_int
-from .._kernels import fused
+from .._kernels import build as _build
 from ..core.priors import ScaleMixturePrior
 from .config import BanditConfig
 from .environment import MushroomBandit, _below, _key, _mix64, _stream, _unit
@@ -25,7 +25,7 @@ class BanditCheckpointError(ValueError):
 
 
 # ---------------------------------------------------------------- the compiled engine
-_SOURCE = Path(fused.__file__).with_name("bandit.cc")  # beside the training kernels
+_SOURCE = Path(_build.__file__).with_name("bandit.cc")  # beside the training kernels
 _lib_lock = threading.Lock()
 _lib = {"handle": None, "reason": None}
 
@@ -50,11 +50,11 @@ def kernels():
     they cannot be built (no C++ compiler, or a failed compile)."""
     with _lib_lock:
         if _lib["handle"] is None and _lib["reason"] is None:
-            cxx = fused.compiler()
+            cxx = _build.compiler()
             try:
                 if cxx is None:
                     raise RuntimeError("no C++ compiler found (install g++ or set CXX)")
-                lib = ctypes.CDLL(str(fused.build(cxx, _SOURCE, "bbb_bandit",
+                lib = ctypes.CDLL(str(_build.build(cxx, _SOURCE, "bbb_bandit",
                                                   mxnet_library=False)))
                 if lib.bandit_args_size() != ctypes.sizeof(_Args):
                     raise RuntimeError("bandit.cc and bandit/engine.py disagree on BanditArgs")

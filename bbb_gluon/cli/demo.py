@@ -34,9 +34,9 @@ def cmd_demo(args):
                  progress=args.progress and not args.no_progress)
     seconds = time.perf_counter() - t0
     net, posterior = result.net, result.posterior
-    acc_mc = 1 - error_rate(predict_proba(net, X_test, posterior, args.samples,
+    acc_mc = 1 - error_rate(predict_proba(net, posterior, X_test, args.samples,
                                           likelihood="bernoulli"), y_test)
-    acc_means = 1 - error_rate(predict_proba(net, X_test, posterior, 0,
+    acc_means = 1 - error_rate(predict_proba(net, posterior, X_test, 0,
                                              likelihood="bernoulli"), y_test)
     grid = np.linspace(-3, 3, 100, dtype=np.float32)
     xx, yy = np.meshgrid(grid, grid)

@@ -26,6 +26,10 @@ def main(argv=None):
         # The recipe's values become the defaults, so options given beside it still win.
         parser.train_parser.set_defaults(**RECIPES[args.recipe])
         args = _parse(parser, argv)
+    if _PROGRAM["running"]:
+        # Before any MXNet operator, or the thread count can no longer go up.
+        from ..threads import claim
+        claim()
     from .._files import FileWriteError
     from ..bandit import BanditCheckpointError
     from ..core.posterior import PosteriorMismatchError

@@ -26,15 +26,15 @@ import mxnet as mx
 
 # Gluon's own losses scale by ``weight`` through this helper; using it keeps the global
 # weight's semantics identical to theirs, and gluon.loss has no public equivalent.
-from mxnet.gluon.loss import Loss, _apply_weighting
+from mxnet.gluon.loss import Loss, SigmoidBCELoss, SoftmaxCrossEntropyLoss, _apply_weighting
 
 from .._checks import check_int, check_positive
+from .._kernels import private as _private
 from . import ops
 from .priors import HALF_LOG_2PI, Prior
 
 __all__ = ["BBBLoss", "GaussianNLLLoss", "complexity_weight", "blundell_weights",
-           "complexity_cost",
-           "LIKELIHOODS", "WEIGHTINGS"]
+           "complexity_cost", "likelihood_loss", "check_labels", "LIKELIHOODS", "WEIGHTINGS"]
 
 LIKELIHOODS = ("softmax", "bernoulli", "gaussian")
 WEIGHTINGS = ("uniform", "blundell")
@@ -142,13 +142,17 @@ class GaussianNLLLoss(Loss):
 def _gaussian_nll(F, pred, label, noise_sigma, noise_rho):
     """Per example, :math:`\\sum_d [(y_d - f_d)^2 / (2s^2) + \\log s + \\tfrac12 \\log 2\\pi]`
     over the last axis: with the fixed ``noise_sigma``, or ``s = softplus(noise_rho)``."""
+    # D, the outputs per example: known imperatively, an array of the graph when hybridized
+    dims = pred.shape[-1] if F is mx.nd else F.sum(F.ones_like(pred), axis=-1)
     if noise_rho is None:
         s = noise_sigma
         return F.sum(F.square(pred - label), axis=-1) * (0.5 / s**2) + \
-            pred.shape[-1] * (math.log(s) + HALF_LOG_2PI)
+            dims * (math.log(s) + HALF_LOG_2PI)
     s = ops.softplus(noise_rho, F)
     sq = F.broadcast_div(F.square(pred - label), 2 * F.square(s))
-    return F.broadcast_add(F.sum(sq, axis=-1), (F.log(s) + HALF_LOG_2PI) * pred.shape[-1])
+    if F is mx.nd:
+        return F.broadcast_add(F.sum(sq, axis=-1), (F.log(s) + HALF_LOG_2PI) * dims)
+    return F.sum(sq, axis=-1) + F.broadcast_mul(dims, F.log(s) + HALF_LOG_2PI)
 
 
 class BBBLoss(Loss):
@@ -171,37 +175,29 @@ class BBBLoss(Loss):
 
     Parameters
     ----------
-    posterior : Posterior
-        The posterior the weight samples come from (a learned noise scale is initialised
-        on its contexts; the loss keeps no reference to it).
     prior : Prior
-    likelihood : {"softmax", "bernoulli", "gaussian"} or gluon.loss.Loss, default "softmax"
-        ``"softmax"``: categorical with logits ``pred`` of shape ``(B, C)`` and integer
-        labels ``(B,)`` or one-hot labels ``(B, C)``. ``"bernoulli"``: logits ``(B,)`` or
-        ``(B, 1)``, labels in {0, 1}. ``"gaussian"``: means ``(B, D)`` and targets
-        ``(B, D)`` with noise standard deviation ``noise_sigma``; ``noise_sigma=None``
-        learns it (a parameter of this loss: add ``loss.collect_params()`` to the trainer).
-        Any Gluon loss that returns one value per example (``SoftmaxCrossEntropyLoss``,
-        ``L2Loss``, ``SigmoidBCELoss``, your own ``Loss``) is taken as the negative
-        log-likelihood :math:`-\log P(y_b \mid x_b, w)` up to a constant; its inputs are
-        not checked here.
+    likelihood : gluon.loss.Loss, default ``gluon.loss.SoftmaxCrossEntropyLoss()``
+        The negative log-likelihood :math:`-\log P(y_b \mid x_b, w)` (up to a constant),
+        any Gluon loss returning one value per example: ``SoftmaxCrossEntropyLoss``,
+        ``SigmoidBCELoss``, ``L2Loss``, :class:`GaussianNLLLoss` (whose learned noise
+        scale is then among this loss's ``collect_params()``), or your own.
     complexity : {"mc", "kl"}, default "mc"
         Monte-Carlo estimate (any prior) or closed-form KL (Gaussian prior).
     weighting : "uniform", "blundell" or float, default "uniform"
         :math:`\pi_i`, see :func:`complexity_weight`.
     num_batches : int, optional
         :math:`M`; needed for "uniform" and "blundell".
-    noise_sigma : float or None, default 1.0
-        Gaussian likelihood only.
     skip_below : float, default 2**-60
-        Minibatches whose :math:`\pi_i` is below this skip the complexity cost entirely
-        (under Blundell's schedule from the 60th minibatch on, its contribution is far
-        below float32 resolution of the likelihood; tests/test_loss.py checks the
-        gradients agree). Set 0 to always compute it.
+        Minibatches whose :math:`\pi_i` is at or below this skip the complexity cost
+        entirely (under Blundell's schedule from the 60th minibatch on, its contribution
+        is far below float32 resolution of the likelihood; tests check the gradients
+        agree). Set 0 to always compute it.
     validate : bool, default False
-        Also check label values (range, NaN) on every call. That reads the labels back to
-        the host (a sync per call, which stalls MXNet's asynchronous engine), so it is off
-        unless asked; shapes are always checked. Check data once, up front, instead.
+        Also check the labels' values on every call (finite; for
+        ``SoftmaxCrossEntropyLoss`` whole numbers within the classes, for
+        ``SigmoidBCELoss`` within [0, 1]). That reads the labels back to the host (a sync
+        per call, which stalls MXNet's asynchronous engine), so it is off unless asked;
+        shapes are always checked. Check data once, up front, instead.
     weight : float, optional
         Global scalar weight, as in every Gluon loss.
     batch_axis : int, default 0
@@ -209,28 +205,32 @@ class BBBLoss(Loss):
     Inputs
     ------
     - **pred**: network output (or a list of them, one per weight sample).
-    - **label**: targets, see ``likelihood``.
+    - **label**: targets, as ``likelihood`` takes them.
     - **sample**: the ``WeightSample`` the output was computed with (or a list).
     - **batch_index**: 0-based minibatch index in the epoch (for the weighting).
 
     Outputs
     -------
     - **loss**: shape ``(B,)``.
+
+    ``hybridize()`` hybridizes the likelihood; the complexity cost takes weight samples,
+    Python objects, and stays imperative.
     """
 
-    def __init__(self, posterior, prior, likelihood="softmax", complexity="mc",
-                 weighting="uniform", num_batches=None, noise_sigma=1.0, skip_below=2.0**-60,
-                 validate=False, weight=None, batch_axis=0, **kwargs):
+    # Eight parameters: Gluon's two (weight, batch_axis), the prior and likelihood, and
+    # the weighting's settings, keyword-only past the first two.
+    def __init__(self, prior, likelihood=None, *, complexity="mc", weighting="uniform",
+                 num_batches=None, skip_below=2.0**-60, validate=False, weight=None,
+                 batch_axis=0, **kwargs):
         super().__init__(weight, batch_axis, **kwargs)
         if not isinstance(prior, Prior):
             raise TypeError(f"prior must be a bbb_gluon Prior, got {type(prior).__name__}")
-        if not isinstance(likelihood, Loss) and likelihood not in LIKELIHOODS:
-            raise ValueError(f"unknown likelihood {likelihood!r}; choose one of {LIKELIHOODS} "
-                             "or pass a gluon.loss.Loss")
-        if complexity not in ("mc", "kl"):
-            raise ValueError(f"unknown complexity cost {complexity!r}; choose 'mc' or 'kl'")
-        if complexity == "kl" and not prior.has_closed_form_kl:
-            raise ValueError(f"{prior!r} has no closed-form KL; use complexity='mc'")
+        if likelihood is None:
+            likelihood = SoftmaxCrossEntropyLoss()
+        if not isinstance(likelihood, Loss) or isinstance(likelihood, BBBLoss):
+            raise TypeError(f"likelihood must be a gluon.loss.Loss such as "
+                            f"gluon.loss.SoftmaxCrossEntropyLoss(), got {likelihood!r}")
+        check_complexity(complexity, prior)
         if not (isinstance(weighting, numbers.Real) and not isinstance(weighting, bool)):
             if weighting not in WEIGHTINGS:
                 raise ValueError(f"unknown weighting {weighting!r}; choose one of "
@@ -240,31 +240,22 @@ class BBBLoss(Loss):
             complexity_weight(weighting, 0, num_batches)  # validates num_batches
         else:
             complexity_weight(weighting, 0, 1)  # validates the constant
-        check_positive(noise_sigma, "noise_sigma", allow_none=True)
         self.prior = prior
-        self.likelihood = likelihood
+        self.likelihood = likelihood  # a child Block: its parameters are this loss's
         self.complexity = complexity
         self.weighting = weighting
         self.num_batches = num_batches
-        self.noise_sigma = noise_sigma
         self.skip_below = float(skip_below)
         self.validate = validate
-        if likelihood == "gaussian" and noise_sigma is None:
-            with self.name_scope():
-                self.noise_rho = self.params.get("noise_rho", shape=(1,),
-                                                 init=mx.init.Constant(ops.inverse_softplus(1.0)))
-            self.noise_rho.initialize(ctx=posterior.contexts)
-        else:
-            self.noise_rho = None
 
-    def hybridize(self, active=True, **kwargs):
-        """Not supported: the loss takes Python objects (weight samples) and checks shapes.
+    @property
+    def global_weight(self):
+        """The ``weight`` it was built with (None: 1)."""
+        return self._weight
 
-        Its cost is a few elementwise operations on the batch; hybridize the network.
-        """
-        if active:
-            raise NotImplementedError("BBBLoss cannot be hybridized (it takes WeightSample "
-                                      "objects); hybridize the network instead")
+    @property
+    def batch_axis(self):
+        return self._batch_axis
 
     def weight_of(self, batch_index):
         """:math:`\\pi_i` for a 0-based minibatch index."""
@@ -275,6 +266,12 @@ class BBBLoss(Loss):
         """:math:`C` for one :class:`WeightSample`, shape ``(1,)``."""
         return complexity_cost(sample, self.prior, self.complexity)
 
+    def nll(self, pred, label):
+        """The likelihood cost alone, one value per example, shape ``(B,)``; the labels
+        checked first (see ``validate``)."""
+        check_labels(self.likelihood, pred, label, self._batch_axis, self.validate)
+        return self.likelihood(pred, label).reshape((-1,))
+
     def costs(self, pred, label, sample, batch_index=0):
         """The minibatch's two costs apart, as the loss computes them.
 
@@ -283,7 +280,7 @@ class BBBLoss(Loss):
         (nll, complexity) : NDArray, NDArray or None
             The per-example negative log-likelihood, shape ``(B,)``, and the unweighted
             complexity cost :math:`C`, shape ``(1,)``, or None where :math:`\\pi_i` is
-            below ``skip_below``; with several samples, both are their averages.
+            at or below ``skip_below``; with several samples, both are their averages.
         """
         if isinstance(pred, list | tuple):
             if not isinstance(sample, list | tuple) or len(sample) != len(pred):
@@ -293,11 +290,7 @@ class BBBLoss(Loss):
             # Python's sum keeps the order of a running sum (mx.nd.add_n does not).
             nll = sum(nlls[1:], nlls[0]) / len(pred)
             return nll, None if cs[0] is None else sum(cs[1:], cs[0]) / len(pred)
-        self._check(pred, label)
-        if isinstance(self.likelihood, Loss):
-            nll = self.likelihood(pred, label).reshape((-1,))
-        else:  # a learned noise scale reaches hybrid_forward as a registered parameter
-            nll = super().forward(pred, label)
+        nll = self.nll(pred, label)
         skip = self.weight_of(batch_index) <= self.skip_below
         return nll, None if skip else self.complexity_cost(sample)
 
@@ -324,53 +317,73 @@ class BBBLoss(Loss):
         nll, complexity = self.costs(pred, label, sample, batch_index)
         return self.combine(nll, complexity, batch_index, batch_size)
 
-    def hybrid_forward(self, F, pred, label, noise_rho=None):
-        if self.likelihood == "softmax":
-            log_p = F.log_softmax(pred, axis=-1)
-            if label.ndim == pred.ndim:
-                return -F.sum(log_p * label, axis=-1)
-            return -F.pick(log_p, label, axis=-1)
-        if self.likelihood == "bernoulli":
-            logit = pred.reshape((-1,))
-            y = label.reshape((-1,))
-            # log(1 + e^x) - x y without overflow: relu(x) + log1p(e^-|x|) - x y
-            return F.relu(logit) + F.log1p(F.exp(-F.abs(logit))) - logit * y
-        return _gaussian_nll(F, pred, label, self.noise_sigma, noise_rho)
+    def __repr__(self):
+        return (f"BBBLoss({self.prior!r}, {type(self.likelihood).__name__}(), "
+                f"complexity={self.complexity!r}, weighting={self.weighting!r}, "
+                f"num_batches={self.num_batches!r})")
 
-    def _check(self, pred, label):
-        """Shape and value checks, before any work (see ``validate``)."""
-        b = pred.shape[self._batch_axis]
-        if label.shape[0] != b:
-            raise ValueError(f"pred has {b} examples but label has {label.shape[0]}")
-        if isinstance(self.likelihood, Loss):
-            return
-        if self.likelihood == "softmax":
-            if pred.ndim != 2:
-                raise ValueError(f"softmax likelihood expects pred (B, C), got {pred.shape}")
-            if label.shape not in ((b,), tuple(pred.shape)):
-                raise ValueError(f"labels must have shape ({b},) or {pred.shape}, "
-                                 f"got {label.shape}")
-        elif self.likelihood == "bernoulli":
-            if pred.size != b or label.size != b:
-                raise ValueError(f"bernoulli likelihood expects one logit and one label per "
-                                 f"example, got pred {pred.shape} and label {label.shape}")
-        elif tuple(label.shape) != tuple(pred.shape):
-            raise ValueError(f"gaussian likelihood expects targets of pred's shape {pred.shape}, "
-                             f"got {label.shape}")
-        if not self.validate:
-            return
-        frac = mx.nd.abs(label - mx.nd.round(label)).max().reshape((1,))
-        lo, hi, frac = (mx.nd.concat(label.min().reshape((1,)), label.max().reshape((1,)), frac,
-                                     dim=0).asnumpy().astype(float))
-        if not (math.isfinite(lo) and math.isfinite(hi)):
-            raise ValueError("labels contain NaN or infinity")
-        if self.likelihood == "softmax" and label.ndim == 1 and frac > 0:
-            raise ValueError("class labels must be whole numbers")
-        if self.likelihood == "softmax" and label.ndim == 1:
-            classes = pred.shape[-1]
-            if lo < 0 or hi > classes - 1:
-                raise ValueError(f"labels must lie in [0, {classes - 1}] for {classes} classes, "
-                                 f"got values in [{lo:g}, {hi:g}]")
-        elif self.likelihood in ("softmax", "bernoulli") and (lo < 0 or hi > 1):
-            raise ValueError(f"{self.likelihood} labels must lie in [0, 1], "
-                             f"got values in [{lo:g}, {hi:g}]")
+
+def check_complexity(complexity, prior):
+    """Raise ValueError unless ``complexity`` is a cost ``prior`` has."""
+    if complexity not in ("mc", "kl"):
+        raise ValueError(f"unknown complexity cost {complexity!r}; choose 'mc' or 'kl'")
+    if complexity == "kl" and not prior.has_closed_form_kl:
+        raise ValueError(f"{prior!r} has no closed-form KL; use complexity='mc'")
+
+
+def likelihood_loss(name, noise_sigma=1.0):
+    """The Gluon loss a likelihood's name stands for (the names ``TrainConfig`` and the
+    command line use): "softmax" → ``SoftmaxCrossEntropyLoss``, "bernoulli" →
+    ``SigmoidBCELoss``, "gaussian" → :class:`GaussianNLLLoss` (``noise_sigma`` None:
+    learned)."""
+    if name == "softmax":
+        return SoftmaxCrossEntropyLoss()
+    if name == "bernoulli":
+        return SigmoidBCELoss()
+    if name == "gaussian":
+        return GaussianNLLLoss(noise_sigma)
+    raise ValueError(f"unknown likelihood {name!r}; choose one of {LIKELIHOODS}")
+
+
+def check_labels(likelihood, pred, label, batch_axis=0, values=False):
+    """Raise ValueError, in the user's words, where ``label`` cannot be what ``likelihood``
+    takes for ``pred``: shapes always (no host read), values (a host read) if ``values``."""
+    b = pred.shape[batch_axis]
+    if label.shape[0] != b:
+        raise ValueError(f"pred has {b} examples but label has {label.shape[0]}")
+    classes = None
+    if isinstance(likelihood, SoftmaxCrossEntropyLoss):
+        sparse = _private.sparse_label(likelihood)
+        if sparse and pred.ndim == 2 and label.shape not in ((b,), (b, 1)):
+            raise ValueError(f"class labels must have shape ({b},), got {label.shape}")
+        if not sparse and tuple(label.shape) != tuple(pred.shape):
+            raise ValueError(f"one-hot labels must have pred's shape {pred.shape}, got "
+                             f"{label.shape}")
+        classes = pred.shape[-1] if sparse else None
+    elif isinstance(likelihood, GaussianNLLLoss) and tuple(label.shape) != tuple(pred.shape):
+        raise ValueError(f"GaussianNLLLoss expects targets of pred's shape {pred.shape}, got "
+                         f"{label.shape}")
+    elif isinstance(likelihood, SigmoidBCELoss) and label.size != pred.size:
+        raise ValueError(f"SigmoidBCELoss expects one label per output, got pred "
+                         f"{pred.shape} and label {label.shape}")
+    if values:
+        _check_label_values(likelihood, label, classes)
+
+
+def _check_label_values(likelihood, label, classes):
+    frac = mx.nd.abs(label - mx.nd.round(label)).max().reshape((1,))
+    finite = mx.nd.contrib.isfinite(label).min().reshape((1,))
+    lo, hi, frac, finite = mx.nd.concat(label.min().reshape((1,)), label.max().reshape((1,)),
+                                        frac, finite, dim=0).asnumpy().astype(float)
+    if not finite:
+        raise ValueError("labels contain NaN or infinity")
+    if classes is not None:
+        if frac > 0:
+            raise ValueError("class labels must be whole numbers (0, 1, 2, ...), got a "
+                             "label with a fractional part")
+        if lo < 0 or hi > classes - 1:
+            raise ValueError(f"class labels must lie in 0..{classes - 1} for {classes} "
+                             f"classes, got labels from {lo:g} to {hi:g}")
+    elif isinstance(likelihood, SigmoidBCELoss) and (lo < 0 or hi > 1):
+        raise ValueError(f"SigmoidBCELoss labels must lie in [0, 1], got labels from "
+                         f"{lo:g} to {hi:g}")

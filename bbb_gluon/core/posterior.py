@@ -339,7 +339,7 @@ class Posterior(gluon.Block):
         out = gluon.ParameterDict()
         for param in net.collect_params().values():
             if id(param) not in covered and param.grad_req != "null":
-                out._params[param.name] = param  # ParameterDict has no public insert
+                out.update({param.name: param})
         return out
 
     def reset_ctx(self, ctx):

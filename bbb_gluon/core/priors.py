@@ -46,6 +46,12 @@ class Prior:
     def to_dict(self):
         raise NotImplementedError
 
+    def __eq__(self, other):
+        return type(other) is type(self) and other.to_dict() == self.to_dict()
+
+    def __hash__(self):
+        return hash(tuple(sorted(self.to_dict().items())))
+
 
 class GaussianPrior(Prior):
     r"""Gaussian prior :math:`P(w) = \prod_j N(w_j \mid 0, \sigma^2)`.

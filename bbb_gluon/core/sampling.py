@@ -18,6 +18,7 @@ import threading
 import weakref
 from contextlib import contextmanager
 
+from .._kernels import private as _private
 from .posterior import PosteriorMismatchError
 
 __all__ = ["use_weights", "use_means"]
@@ -33,12 +34,12 @@ def _swap_data(param, index, array):
     hybridized one (``_call_cached_op`` calls ``param.data()``) read ``param._data``,
     so swapping that list covers both; tests/test_sampling.py checks each.
     """
-    saved = param._data
+    saved = _private.parameter_arrays(param)
     if saved is None:
         raise PosteriorMismatchError(f"parameter {param.name!r} is not initialised")
     data = list(saved)
     data[index] = array
-    param._data = data
+    _private.set_parameter_arrays(param, data)
     return saved
 
 
@@ -106,7 +107,7 @@ def _swapped(net, posterior, weights, ctx):
         yield net
     finally:
         for param, data in reversed(saved):
-            param._data = data
+            _private.set_parameter_arrays(param, data)
 
 
 @contextmanager

@@ -2,36 +2,35 @@
 
 It does what ``posterior.sample()``, ``use_weights``, a :class:`~bbb_gluon.BBBLoss`,
 ``backward`` and ``trainer.step`` do together, for any network and any per-example Gluon
-loss, and picks the fastest way the machine offers: the fused CPU kernels of
-:mod:`bbb_gluon.fused` on CPU contexts where they build, MXNet operators with autograd
-elsewhere (the same estimator; tests compare the two on the same noise). It returns the
-batch's costs as NDArrays and never reads them back to the host, so MXNet's engine keeps
-running ahead of Python.
+loss, with one ``gluon.Trainer`` over everything the step trains (Pyro's
+``SVI(model, guide, optim, loss).step(batch)`` shape). It picks the fastest way the machine
+offers: the fused CPU kernels on CPU contexts where they build, MXNet operators with
+autograd elsewhere (the same estimator; tests compare the two on the same noise). It
+returns the batch's costs as NDArrays and never reads them back to the host, so MXNet's
+engine keeps running ahead of Python.
 
 Example
 -------
->>> step = BBBStep(net, posterior, prior, gluon.loss.SoftmaxCrossEntropyLoss(), trainer,
-...                num_batches=len(loader))
+>>> loss = BBBLoss(prior, gluon.loss.SoftmaxCrossEntropyLoss(), num_batches=len(loader))
+>>> trainer = gluon.Trainer(trainable_params(net, posterior, loss), "adam")
+>>> step = BBBStep(net, posterior, loss, trainer)
 >>> for i, (X, y) in enumerate(loader):
-...     nll, complexity = step(X, y, i)
-
-Parameters the posterior does not cover (BatchNorm, layers left out by its selector) get
-their gradients from the same backward pass: step them with an ordinary Trainer over
-``posterior.deterministic_params(net)`` after each call.
+...     costs = step(X, y, i)        # costs.nll, costs.complexity, costs.cost
 """
 
 import math
+from typing import NamedTuple
 
-import mxnet as mx
-from mxnet import autograd, gluon
+from mxnet import gluon
 
 from .._checks import check_int
 from .._kernels import fused
+from .._kernels import trainer as _trainer
+from .engines import FusedBBBStep, first_not_finite, forward_with, reference_step
 from .loss import BBBLoss
-from .priors import GaussianPrior, Prior, ScaleMixturePrior
-from .sampling import use_weights
+from .priors import GaussianPrior, ScaleMixturePrior
 
-__all__ = ["BBBStep", "ENGINES", "NotFiniteError"]
+__all__ = ["BBBStep", "StepCosts", "ENGINES", "NotFiniteError", "trainable_params"]
 
 ENGINES = ("auto", "fused", "reference")
 
@@ -45,34 +44,73 @@ class NotFiniteError(FloatingPointError):
     """
 
 
+class StepCosts(NamedTuple):
+    r"""What one :class:`BBBStep` call returns, on the first context, never read back to
+    the host.
+
+    Attributes
+    ----------
+    nll : NDArray, shape (1,)
+        The batch's summed negative log-likelihood.
+    complexity : NDArray of shape (1,), or None
+        The *unweighted* complexity cost :math:`C = \log q(w|\theta) - \log P(w)` of the
+        first device's first weight sample; None where it was not computed (not asked
+        for, or its weight :math:`\pi_i` was negligible and it was skipped).
+    complexity_weight : float
+        :math:`\pi_i`, the weight of :math:`C` in this batch's cost.
+    """
+
+    nll: object
+    complexity: object
+    complexity_weight: float
+
+    @property
+    def cost(self):
+        """The minibatch cost the step followed, :math:`f_i = \\pi_i C + \text{nll}`
+        (NDArray, shape (1,)); None where :math:`C` was weighted in but not computed."""
+        if self.complexity is None:
+            return self.nll if self.complexity_weight == 0.0 else None
+        return self.nll + self.complexity * self.complexity_weight
+
+
+def trainable_params(net, posterior, loss=None):
+    """Everything a :class:`BBBStep` trains, as one ``ParameterDict`` for one
+    ``gluon.Trainer``: the posterior's :math:`\\mu` and :math:`\rho`, the parameters of
+    ``net`` the posterior does not cover and that have a gradient (BatchNorm's, layers
+    left out by the selector), and ``loss``'s own (a learned noise scale).
+
+    The network's own weights where the posterior covers them are not among them: the
+    step replaces them by samples. A parameter you want frozen: set its ``grad_req`` to
+    ``'null'``.
+    """
+    params = gluon.ParameterDict()
+    params.update(posterior.params)
+    params.update(posterior.deterministic_params(net))
+    if loss is not None:
+        params.update(loss.collect_params())
+    return params
+
+
 class BBBStep:
-    r"""One update of :math:`\mu` and :math:`\rho` on a minibatch.
+    r"""One update of :math:`\mu`, :math:`\rho` and the network's other parameters on a
+    minibatch.
 
     Parameters
     ----------
     net : gluon.Block
         The network the posterior was built from; hybridize it for speed.
     posterior : Posterior
-    prior : Prior
-    loss : gluon.loss.Loss or {"softmax", "bernoulli", "gaussian"}
-        The likelihood cost: any Gluon loss returning one negative log-likelihood per
-        example (``SoftmaxCrossEntropyLoss``, ``L2Loss``, ``SigmoidBCELoss``, your own),
-        or one of :class:`BBBLoss`'s named likelihoods.
+    loss : BBBLoss
+        The cost: its prior, likelihood, complexity cost and weighting are the step's.
     trainer : gluon.Trainer
-        Over ``posterior.params``.
-    num_batches : int, optional
-        Minibatches per epoch, :math:`M` (needed by the "uniform" and "blundell"
-        weightings).
-    weighting : "uniform", "blundell" or float, default "uniform"
-        The complexity weight :math:`\pi_i` of minibatch :math:`i`.
-    complexity : {"mc", "kl"}, default "mc"
-        Monte-Carlo complexity cost (any prior) or the closed-form KL (Gaussian prior).
+        Over :func:`trainable_params` ``(net, posterior, loss)``: one Trainer for
+        everything the step trains.
     samples : int, default 1
         Weight samples averaged per step.
     engine : {"auto", "fused", "reference"}, default "auto"
         "auto" takes the fused kernels where they can run (CPU contexts, kernels built,
-        a scale-mixture prior with the Monte-Carlo cost or a Gaussian prior, a likelihood
-        other than the named "gaussian"), else the reference operators.
+        a scale-mixture prior with the Monte-Carlo cost or a Gaussian prior, a loss
+        without a global ``weight``), else the reference operators.
     loss_reduction : {"mean", "sum"}, default "mean"
         The optimiser follows the gradient of the batch's mean cost (Gluon's convention,
         ``trainer.step(batch_size)``) or of its sum (the paper's, ``trainer.step(1)``).
@@ -84,17 +122,17 @@ class BBBStep:
     Attributes
     ----------
     engine : str
-        "fused" or "reference": what this step runs.
-    loss : BBBLoss
-        The cost (its ``weight_of`` gives :math:`\pi_i`; a learned Gaussian noise scale
-        is among its ``collect_params()``).
+        "fused" or "reference": what this step runs, and ``engine_reason`` why not the
+        fused one (None when it runs).
     """
 
-    def __init__(self, net, posterior, prior, loss, trainer, num_batches=None,
-                 weighting="uniform", complexity="mc", samples=1, engine="auto",
+    # Eight parameters: Pyro's four (net, posterior, loss, trainer), then keyword-only
+    # settings of how the step runs.
+    def __init__(self, net, posterior, loss, trainer, *, samples=1, engine="auto",
                  loss_reduction="mean", watch=True):
-        if not isinstance(prior, Prior):
-            raise TypeError(f"prior must be a bbb_gluon Prior, got {type(prior).__name__}")
+        if not isinstance(loss, BBBLoss):
+            raise TypeError(f"loss must be a bbb_gluon.BBBLoss (its prior, likelihood and "
+                            f"weighting), got {type(loss).__name__}")
         if not isinstance(trainer, gluon.Trainer):
             raise TypeError(f"trainer must be a gluon.Trainer, got {type(trainer).__name__}")
         if engine not in ENGINES:
@@ -103,34 +141,33 @@ class BBBStep:
             raise ValueError(f"loss_reduction must be 'mean' or 'sum', got {loss_reduction!r}")
         check_int(samples, "samples", 1)
         posterior.check_net(net)
-        self.net, self.posterior, self.prior, self.trainer = net, posterior, prior, trainer
+        _check_trainer(trainer, net, posterior, loss)
+        self.net, self.posterior, self.loss, self.trainer = net, posterior, loss, trainer
         self.samples = samples
         self.loss_reduction = loss_reduction
-        self.loss = BBBLoss(posterior, prior, likelihood=loss, complexity=complexity,
-                            weighting=weighting, num_batches=num_batches)
-        reason = self._why_not_fused(loss, complexity)
-        if engine == "fused" and reason:
-            raise ValueError(f"engine='fused' cannot run here: {reason}")
-        self.engine = "reference" if engine == "reference" or reason else "fused"
+        self.engine_reason = self._why_not_fused()
+        if engine == "fused" and self.engine_reason:
+            raise ValueError(f"engine='fused' cannot run here: {self.engine_reason}")
+        if engine == "reference" and not self.engine_reason:
+            self.engine_reason = "engine='reference' was asked for"
+        self.engine = "reference" if self.engine_reason else "fused"
         self._fused = None
         # Running sum of the costs since the last check_finite(): a NaN or infinity stays
         # in it, so one device-side addition per call is all the watching costs.
         self._watch, self._checked, self._calls = None, 0, 0
         self.watch = bool(watch)
         if self.engine == "fused":
-            self._fused = fused.FusedBBBStep(forward_with(net, posterior), posterior, trainer,
-                                             prior, complexity, loss, self.loss.weight_of,
-                                             self.loss.skip_below)
+            self._fused = FusedBBBStep(forward_with(net, posterior), posterior, trainer, loss)
 
-    def _why_not_fused(self, loss, complexity):
+    def _why_not_fused(self):
+        prior, loss = self.loss.prior, self.loss
         if any(c.device_type != "cpu" for c in self.posterior.contexts):
             return "the fused kernels run on CPU contexts only"
-        if not (isinstance(self.prior, GaussianPrior) or
-                (isinstance(self.prior, ScaleMixturePrior) and complexity == "mc")):
-            return f"no fused kernel for {self.prior!r} with complexity {complexity!r}"
-        if loss == "gaussian":
-            return "the named 'gaussian' likelihood runs on the reference engine (pass a " \
-                   "Gluon loss such as L2Loss for the fused one)"
+        if not (isinstance(prior, GaussianPrior) or
+                (isinstance(prior, ScaleMixturePrior) and loss.complexity == "mc")):
+            return f"no fused kernel for {prior!r} with complexity {loss.complexity!r}"
+        if loss.global_weight is not None or loss.batch_axis != 0:
+            return "the fused kernels take a BBBLoss without a global weight, batch axis 0"
         if not fused.available():
             return f"the kernels are unavailable ({fused.unavailable_reason()})"
         return None
@@ -154,13 +191,12 @@ class BBBStep:
 
         Returns
         -------
-        (nll, complexity) : NDArray, NDArray or None
-            The batch's summed negative log-likelihood, shape ``(1,)``, and the
-            unweighted complexity cost :math:`C` of the first device's first sample
-            (``None`` if not asked for, or where the weighting skipped it); both on the
-            first context, not read back to the host.
+        StepCosts
+            ``nll``, the (unweighted) ``complexity`` and its weight, and their weighted
+            sum ``cost``, as NDArrays on the first context.
         """
-        return self._step(X, y, batch_index, want_complexity, batch_size)
+        nll, complexity = self._step(X, y, batch_index, want_complexity, batch_size)
+        return StepCosts(nll, complexity, self.loss.weight_of(batch_index))
 
     def _step(self, X, y, batch_index, want_complexity, batch_size, eps=None):
         """``__call__`` with ``eps``, fixed noise for tests: ``eps[k][s]`` for device ``k``
@@ -214,55 +250,19 @@ class BBBStep:
             raise NotFiniteError(f"parameter {name} holds NaN or infinite values")
 
 
-def forward_with(net, posterior):
-    """``forward(weights, ctx, X)``: ``net(X)`` with ``weights`` in place of the posterior's
-    parameters of ``net`` (the callable the fused engine runs the network through)."""
-    def forward(weights, ctx, X):
-        with use_weights(net, posterior, weights, ctx):
-            return net(X)
-    return forward
-
-
-def first_not_finite(named_arrays):
-    """The name of the first ``(name, NDArray)`` pair holding a NaN or an infinity, else
-    None (one pass and one host read per array: NaN * 0 and inf * 0 are NaN)."""
-    for name, value in named_arrays:
-        if not math.isfinite(float(mx.nd.sum(value * 0).asscalar())):
-            return name
-    return None
-
-
-# Twelve parameters: a BBBStep's state (its first four and ``samples``) and one call's
-# arguments, apart so that tests can drive this engine on fixed noise without a BBBStep.
-def reference_step(net, posterior, loss_fn, trainer, X, y, batch_index, ctxs, samples=1,
-                   eps=None, step_size=None, batch_size=None):
-    """One update with MXNet operators and autograd through ``loss_fn`` (a BBBLoss); the
-    arguments and the return value are :class:`BBBStep`'s."""
-    Xs = gluon.utils.split_and_load(X, ctxs, even_split=False)
-    ys = gluon.utils.split_and_load(y, ctxs, even_split=False)
-    batch_size = X.shape[0] if batch_size is None else batch_size
-    losses, nlls, complexity = [], [], None
-    with autograd.record():
-        for k, (xb, yb) in enumerate(zip(Xs, ys, strict=True)):
-            ctx = xb.context
-            draws = [posterior.sample(ctx, eps=None if eps is None else eps[k][s])
-                     for s in range(samples)]
-            outs = []
-            for draw in draws:
-                with use_weights(net, posterior, draw.weights, ctx):
-                    outs.append(net(xb))
-            if samples == 1:
-                outs, draws = outs[0], draws[0]
-            nll, cost = loss_fn.costs(outs, yb, draws, batch_index)
-            losses.append(loss_fn.combine(nll, cost, batch_index, batch_size))
-            nlls.append(nll.sum())
-            if k == 0:
-                complexity = cost
-    autograd.backward(losses)
-    trainer.step(batch_size if step_size is None else step_size)
-    if complexity is not None:
-        complexity = complexity.as_in_context(ctxs[0]).reshape((1,))
-    total = nlls[0].as_in_context(ctxs[0])
-    for v in nlls[1:]:
-        total = total + v.as_in_context(ctxs[0])
-    return total.reshape((1,)), complexity
+def _check_trainer(trainer, net, posterior, loss):
+    """Refuse, before any work, a Trainer that would leave part of the model untrained or
+    train the network's sampled weights themselves (whose gradients backward never
+    writes): the usual mistakes, a Trainer over ``posterior.params`` alone or over
+    ``net.collect_params()``."""
+    trained = {id(p) for p in _trainer.params(trainer)}
+    wanted = trainable_params(net, posterior, loss)
+    missing = [name for name, p in wanted.items() if id(p) not in trained]
+    sampled = [p.name for p in posterior.check_net(net).values() if id(p) in trained]
+    if not (missing or sampled):
+        return
+    what = (f"does not train {', '.join(missing[:4])}{' …' if len(missing) > 4 else ''}"
+            if missing else f"trains the network's own {', '.join(sampled[:4])}, which "
+            "the step replaces by weight samples")
+    raise ValueError(f"the trainer {what}: build it over everything the step trains, "
+                     "gluon.Trainer(bbb_gluon.trainable_params(net, posterior, loss), ...)")

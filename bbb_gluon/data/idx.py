@@ -17,6 +17,7 @@ from pathlib import Path
 import mxnet as mx
 import numpy as np
 
+from .._kernels import private as _private
 from .folder import ENV_VAR, DataFileError, DatasetNotFoundError, find_data_root
 
 __all__ = ["DATASETS", "FILE_NAMES", "load_raw", "read_idx"]
@@ -213,8 +214,9 @@ def _download_raw(name: str, train: bool) -> tuple[np.ndarray, np.ndarray]:
         ds = cls(root=str(cache), train=train)
         # The whole split as arrays at once: the dataset's public interface gives one
         # (image, label) pair per __getitem__, 70,000 Python calls.
-        images = ds._data.asnumpy().reshape(-1, *IMAGE_SHAPE)
-        labels = np.asarray(ds._label, dtype=np.int32)
+        data, label = _private.dataset_arrays(ds)
+        images = data.asnumpy().reshape(-1, *IMAGE_SHAPE)
+        labels = np.asarray(label, dtype=np.int32)
     except Exception as exc:
         _remove_new_entries(cache, before, created_dirs)
         reason = " ".join(str(exc).split())

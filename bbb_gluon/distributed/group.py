@@ -14,6 +14,7 @@ from __future__ import annotations
 import mxnet as mx
 import numpy as np
 
+from .._kernels import private as _private
 from .._kernels.trainer import start_kvstore
 
 __all__ = ["WorkerGroup"]
@@ -141,4 +142,4 @@ class WorkerGroup:
 
     def barrier(self):
         if self.distributed:
-            self.kvstore._barrier()
+            _private.barrier(self.kvstore)

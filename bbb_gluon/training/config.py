@@ -9,8 +9,9 @@ from dataclasses import asdict, dataclass, field, fields
 import numpy as np
 
 from .._checks import check_int, check_positive
+from ..core.loss import check_complexity
 from ..core.posterior import check_rho_init
-from ..core.priors import make_prior
+from ..core.priors import Prior, ScaleMixturePrior, make_prior
 
 __all__ = ["TrainConfig", "MODELS", "RECIPES"]
 
@@ -85,8 +86,10 @@ class TrainConfig:
     weighting : "uniform", "blundell" or float, default "uniform"
         Complexity-cost weighting :math:`\\pi_i` across the minibatches of an epoch.
     complexity : {"mc", "kl"}, default "mc"
-    prior : dict, default scale mixture pi=0.5, sigma1=1, sigma2=e^-6
-        As :func:`bbb_gluon.make_prior` takes it.
+    prior : Prior, default ``ScaleMixturePrior(0.5, 1, e^-6)``
+        The prior, the object :class:`BBBLoss` takes (a dict as
+        :func:`bbb_gluon.make_prior` takes it, as config.json stores it, is turned into
+        one).
     mu_init, mu_scale, rho_init : see :class:`bbb_gluon.Posterior` (``rho_init`` may be a
         pair ``[low, high]`` drawing every rho uniformly in that range).
     dropout : float, default 0.5
@@ -120,8 +123,7 @@ class TrainConfig:
     samples: int = 1
     weighting: object = "uniform"
     complexity: str = "mc"
-    prior: dict = field(default_factory=lambda: {"kind": "scale_mixture", "pi": 0.5,
-                                                 "sigma1": 1.0, "sigma2": math.exp(-6)})
+    prior: Prior = field(default_factory=lambda: ScaleMixturePrior(0.5, 1.0, math.exp(-6)))
     mu_init: str = "normal"
     mu_scale: float = 0.1
     rho_init: float = -3.0
@@ -198,11 +200,12 @@ class TrainConfig:
         if self.mu_init not in ("normal", "uniform", "copy"):
             raise ValueError(f"mu_init must be 'normal', 'uniform' or 'copy', "
                              f"got {self.mu_init!r}")
-        if self.complexity not in ("mc", "kl"):
-            raise ValueError(f"complexity must be 'mc' or 'kl', got {self.complexity!r}")
-        prior = make_prior(**self.prior)  # raises for bad hyperparameters
-        if self.complexity == "kl" and not prior.has_closed_form_kl:
-            raise ValueError(f"complexity='kl' needs a Gaussian prior, got {prior!r}")
+        if isinstance(self.prior, dict):
+            self.prior = make_prior(**self.prior)  # raises for bad hyperparameters
+        if not isinstance(self.prior, Prior):
+            raise TypeError(f"prior must be a bbb_gluon Prior such as GaussianPrior(1.0), got "
+                            f"{self.prior!r}")
+        check_complexity(self.complexity, self.prior)
         if isinstance(self.weighting, str):
             if self.weighting not in ("uniform", "blundell"):
                 raise ValueError(f"unknown weighting {self.weighting!r}; "
@@ -214,6 +217,7 @@ class TrainConfig:
 
     def to_dict(self):
         d = asdict(self)
+        d["prior"] = self.prior.to_dict()
         d["hidden"] = list(self.hidden)
         d["lr_decay_epochs"] = list(self.lr_decay_epochs)
         if isinstance(self.rho_init, tuple):

@@ -54,10 +54,10 @@ def _scores(run, name, X, y):
     if run.loss is not None:
         scores = {f"{name}_loss": _mean_loss(net, posterior, run.loss, X, y, ctx)}
     else:
-        probs = predict_proba(net, X, posterior, 0, ctx=ctx, likelihood=config.likelihood)
+        probs = predict_proba(net, posterior, X, 0, ctx=ctx, likelihood=config.likelihood)
         scores = {f"{name}_error": error_rate(probs, y), f"{name}_error_mc": None}
         if posterior is not None and config.eval_samples > 0:
-            probs = predict_proba(net, X, posterior, config.eval_samples, ctx=ctx,
+            probs = predict_proba(net, posterior, X, config.eval_samples, ctx=ctx,
                                   likelihood=config.likelihood)
             scores[f"{name}_error_mc"] = error_rate(probs, y)
     scores["test_eval_seconds" if name == "test" else "eval_seconds"] = \

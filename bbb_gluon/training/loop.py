@@ -114,7 +114,7 @@ def fit(config, train, valid=None, run_dir=None, ctx=None, resume=False, progres
         Your own initialised network (any layers; run one batch through it first if
         shapes are deferred) instead of the package's MLP. Its contexts are the default
         ``ctx``. Parameters the posterior does not cover (BatchNorm, layers left out)
-        are trained alongside by a second Trainer of the same optimiser; all of them, and
+        are trained by the same Trainer; all of them, and
         BatchNorm's statistics, go into the checkpoints.
     posterior : Posterior, optional
         For ``net`` with ``model="bbb"``: the posterior to train (to choose which layers
@@ -287,10 +287,8 @@ def _train_batch(run, xb, yb, epoch, i, report):
                            config.step_size(n)), None
     # The complexity cost's value is only for reports: on the fused engine it is computed
     # on the first batch and every log_every-th (its gradient on every batch).
-    nll, cplx = run.step(xb, yb, i, want_complexity=report or i == 0, batch_size=n)
-    for other in run.trainers[1:]:
-        other.step(config.step_size(n))
-    return nll, cplx
+    costs = run.step(xb, yb, i, want_complexity=report or i == 0, batch_size=n)
+    return costs.nll, costs.complexity
 
 
 def _check_costs(run, sums, epoch, stop):

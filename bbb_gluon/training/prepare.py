@@ -15,9 +15,9 @@ import numpy as np
 from mxnet import gluon
 
 from .._files import atomic_write_text
+from ..core.loss import BBBLoss, likelihood_loss
 from ..core.posterior import Posterior, PosteriorMismatchError
-from ..core.priors import make_prior
-from ..core.step import BBBStep
+from ..core.step import BBBStep, trainable_params
 from ..data import ArrayLoader
 from ..distributed import WorkerGroup
 from .checkpoint import (
@@ -45,7 +45,7 @@ class _Run:
     loss: gluon.loss.Loss | None  # the user's own loss (None: the configured likelihood)
     loss_fn: gluon.loss.Loss
     step: BBBStep | None  # None for the plain and dropout baselines
-    trainers: list  # the posterior's (or the network's), then the other parameters'
+    trainers: list  # one Trainer over everything the run trains
     group: WorkerGroup
     ctxs: list
     epoch_batches: object  # epoch -> iterator of (x, y) batches on ctxs[0]
@@ -166,7 +166,7 @@ def _run_folder(run_dir, resume, writer):
 
 def _model(config, net, posterior, loss, ctxs, group, kvstore, num_batches):
     """The network and posterior (built from ``config`` unless given), the likelihood, the
-    step and the Trainers: the posterior's first, then one for every other parameter."""
+    step and its Trainer, over everything the step trains (a one-element list)."""
     if net is None:
         net, posterior = _build(config, ctxs)
     elif config.model == "bbb" and posterior is None:
@@ -174,12 +174,7 @@ def _model(config, net, posterior, loss, ctxs, group, kvstore, num_batches):
                               rho_init=config.rho_init, seed=config.seed)
     if posterior is not None:
         posterior.noise.stream_offset = group.rank * len(ctxs)
-    if loss is not None:
-        loss_fn = loss
-    elif config.likelihood == "bernoulli":
-        loss_fn = gluon.loss.SigmoidBCELoss()
-    else:
-        loss_fn = gluon.loss.SoftmaxCrossEntropyLoss()
+    loss_fn = likelihood_loss(config.likelihood) if loss is None else loss
     if posterior is None:
         params = net.collect_params()
         if loss is not None:
@@ -188,26 +183,14 @@ def _model(config, net, posterior, loss, ctxs, group, kvstore, num_batches):
                                                         kvstore)], 0.0
     for param in posterior.rho_parameters:
         param.lr_mult = config.rho_lr_mult
-    rest = posterior.deterministic_params(net)
-    if loss is not None:
-        rest.update(loss.collect_params())
-    trained = posterior.params
-    if group.distributed and list(rest.keys()):
-        # One Trainer for everything: two would use the same kvstore keys.
-        trained = gluon.ParameterDict()
-        trained.update(posterior.params)
-        trained.update(rest)
-        rest = gluon.ParameterDict()
-    trainers = [_make_trainer(config, trained, ctxs, group, kvstore)]
-    step = BBBStep(net, posterior, make_prior(**config.prior),
-                   config.likelihood if loss is None else loss, trainers[0],
-                   num_batches=num_batches, weighting=config.weighting,
-                   complexity=config.complexity, samples=config.samples,
+    bbb_loss = BBBLoss(config.prior, loss_fn, complexity=config.complexity,
+                       weighting=config.weighting, num_batches=num_batches)
+    trainers = [_make_trainer(config, trainable_params(net, posterior, bbb_loss), ctxs, group,
+                              kvstore)]
+    step = BBBStep(net, posterior, bbb_loss, trainers[0], samples=config.samples,
                    engine=config.engine, loss_reduction=config.loss_reduction,
                    watch=False)  # fit watches the costs itself
-    pi_sum = sum(step.loss.weight_of(i) for i in range(num_batches))
-    if list(rest.keys()):
-        trainers.append(_make_trainer(config, rest, ctxs, group, kvstore))
+    pi_sum = sum(bbb_loss.weight_of(i) for i in range(num_batches))
     return net, posterior, loss_fn, step, trainers, pi_sum
 
 
@@ -241,8 +224,10 @@ def resume(run, which=True):
         raise CheckpointError(str(e)) from None
     if meta["trainer_states"] is not None:
         _load_trainer_states(run.trainers[0], meta["trainer_states"])
-    for other, blob in zip(run.trainers[1:], meta["other_trainer_states"], strict=False):
-        _load_trainer_states(other, blob)
+    if meta["other_trainer_states"]:
+        raise CheckpointError(f"{path} holds the optimiser states of two Trainers "
+                              "(written before one Trainer trained everything): it loads "
+                              "with load_run, but cannot resume exactly; start the run anew")
     if run.posterior is not None:
         run.posterior.noise.load_state_dict(meta["noise"])
     _check_resume_setup(meta, run.setup, path)

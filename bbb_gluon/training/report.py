@@ -67,9 +67,9 @@ def _test_errors(run_dir, which, test, test_samples, ctx):
     net, posterior, _, meta = load_run(run_dir, which, ctx=ctx)
     X, y = test
     errors = {"epoch": meta["epoch"],
-              "test_error_means": error_rate(predict_proba(net, X, posterior, 0, ctx=ctx), y)}
+              "test_error_means": error_rate(predict_proba(net, posterior, X, 0, ctx=ctx), y)}
     if posterior is not None and test_samples > 0:
         errors["test_samples"] = test_samples
         errors["test_error_mc"] = error_rate(
-            predict_proba(net, X, posterior, test_samples, ctx=ctx), y)
+            predict_proba(net, posterior, X, test_samples, ctx=ctx), y)
     return errors

@@ -1,0 +1,46 @@
+"""The one door to private attributes of MXNet objects other than the Trainer's (those are
+in :mod:`bbb_gluon._kernels.trainer`): each read or write is a function here, written for
+MXNet 1.9.1 (``bbb_gluon._mxnet_build`` checks the version at import), so that a version
+that renamed one fails here and nowhere else.
+"""
+
+__all__ = ["sparse_label", "is_hybridized", "act_type", "parameter_arrays",
+           "set_parameter_arrays", "dataset_arrays", "barrier"]
+
+
+def sparse_label(loss):
+    """Whether a ``gluon.loss.SoftmaxCrossEntropyLoss`` takes class indices (its
+    ``sparse_label`` constructor argument, which Gluon keeps as ``_sparse_label``)."""
+    return loss._sparse_label
+
+
+def is_hybridized(block):
+    """Whether ``block.hybridize()`` is in effect (Block has no public query)."""
+    return bool(block._active)
+
+
+def act_type(activation):
+    """The ``act_type`` an ``nn.Activation`` was built with ("relu", "tanh", ...)."""
+    return activation._act_type
+
+
+def parameter_arrays(param):
+    """The list of per-context arrays a Parameter hands out from ``data(ctx)``, or None
+    when it is not initialised. Both the imperative and the hybridized forward read it."""
+    return param._data
+
+
+def set_parameter_arrays(param, arrays):
+    """Make ``param.data(ctx)`` hand out ``arrays`` (one per context, in its order)."""
+    param._data = arrays
+
+
+def dataset_arrays(dataset):
+    """The whole ``(data, label)`` of a Gluon vision dataset (MNIST, FashionMNIST) at once;
+    its public interface gives one pair per ``__getitem__``."""
+    return dataset._data, dataset._label
+
+
+def barrier(kvstore):
+    """Wait for every worker of a distributed kvstore (MXNet 1.9.1 names it privately)."""
+    kvstore._barrier()

@@ -1,0 +1,309 @@
+"""The two engines of a Bayes-by-Backprop step, side by side: the reference one (MXNet
+operators and autograd through a ``BBBLoss``) and the fused one (the compiled kernels of
+:mod:`bbb_gluon._kernels.fused`). Tests compare them on the same noise.
+"""
+
+import math
+import os
+
+import mxnet as mx
+from mxnet import autograd, gluon
+
+from .._kernels import trainer as _trainer
+from .._kernels.fused import (
+    KIND_GAUSSIAN_KL,
+    KIND_GAUSSIAN_MC,
+    KIND_MIXTURE,
+    load,
+    unavailable_reason,
+)
+from .priors import GaussianPrior, ScaleMixturePrior
+from .sampling import use_weights
+
+__all__ = ["FusedBBBStep", "reference_step", "forward_with", "first_not_finite", "prior_attrs"]
+
+
+def forward_with(net, posterior):
+    """``forward(weights, ctx, X)``: ``net(X)`` with ``weights`` in place of the posterior's
+    parameters of ``net`` (the callable the fused engine runs the network through)."""
+    def forward(weights, ctx, X):
+        with use_weights(net, posterior, weights, ctx):
+            return net(X)
+    return forward
+
+
+def first_not_finite(named_arrays):
+    """The name of the first ``(name, NDArray)`` pair holding a NaN or an infinity, else
+    None (one pass and one host read per array: NaN * 0 and inf * 0 are NaN)."""
+    for name, value in named_arrays:
+        if not math.isfinite(float(mx.nd.sum(value * 0).asscalar())):
+            return name
+    return None
+
+
+# Twelve parameters: a BBBStep's state (its first four and ``samples``) and one call's
+# arguments, apart so that tests can drive this engine on fixed noise without a BBBStep.
+def reference_step(net, posterior, loss_fn, trainer, X, y, batch_index, ctxs, samples=1,
+                   eps=None, step_size=None, batch_size=None):
+    """One update with MXNet operators and autograd through ``loss_fn`` (a BBBLoss); the
+    arguments and the return value are :class:`BBBStep`'s."""
+    Xs = gluon.utils.split_and_load(X, ctxs, even_split=False)
+    ys = gluon.utils.split_and_load(y, ctxs, even_split=False)
+    batch_size = X.shape[0] if batch_size is None else batch_size
+    losses, nlls, complexity = [], [], None
+    with autograd.record():
+        for k, (xb, yb) in enumerate(zip(Xs, ys, strict=True)):
+            ctx = xb.context
+            draws = [posterior.sample(ctx, eps=None if eps is None else eps[k][s])
+                     for s in range(samples)]
+            outs = []
+            for draw in draws:
+                with use_weights(net, posterior, draw.weights, ctx):
+                    outs.append(net(xb))
+            if samples == 1:
+                outs, draws = outs[0], draws[0]
+            nll, cost = loss_fn.costs(outs, yb, draws, batch_index)
+            losses.append(loss_fn.combine(nll, cost, batch_index, batch_size))
+            nlls.append(nll.sum())
+            if k == 0:
+                complexity = cost
+    autograd.backward(losses)
+    trainer.step(batch_size if step_size is None else step_size)
+    if complexity is not None:
+        complexity = complexity.as_in_context(ctxs[0]).reshape((1,))
+    total = nlls[0].as_in_context(ctxs[0])
+    for v in nlls[1:]:
+        total = total + v.as_in_context(ctxs[0])
+    return total.reshape((1,)), complexity
+
+
+def prior_attrs(prior, complexity):
+    """Keyword attributes of ``bbb_grad``/``bbb_cost`` for a prior and a complexity kind."""
+    if isinstance(prior, ScaleMixturePrior) and complexity == "mc":
+        return {"kind": KIND_MIXTURE, "pi": repr(prior.pi), "sigma1": repr(prior.sigma1),
+                "sigma2": repr(prior.sigma2)}
+    if isinstance(prior, GaussianPrior):
+        kind = KIND_GAUSSIAN_KL if complexity == "kl" else KIND_GAUSSIAN_MC
+        return {"kind": kind, "sigma": repr(prior.sigma)}
+    raise ValueError(f"no fused kernel for {prior!r} with complexity {complexity!r}")
+
+
+class FusedBBBStep:
+    """One Bayes-by-Backprop update with the fused kernels (CPU contexts only).
+
+    Same estimator as ``BBBLoss`` + ``backward`` + ``Trainer.step``: for each device the
+    weights are sampled, the network's likelihood gradient with respect to them comes from
+    autograd (the weights are marked as leaves), and the gradients with respect to
+    :math:`\\mu` and :math:`\\rho`, complexity cost included, come from ``bbb_grad``.
+
+    Parameters
+    ----------
+    forward : callable
+        ``forward(weights, ctx, X)``: the network's output on ``X`` with ``weights`` (one
+        array per posterior key, on ``ctx``) in place of its own, recorded by autograd
+        (:func:`bbb_gluon.core.step.forward_with` builds it). The kernels never touch the
+        network itself.
+    posterior, trainer
+        The trainer trains the posterior's parameters and may train others (the
+        network's deterministic ones, a learned noise scale): those get their gradients
+        from the same backward pass and the trainer's ordinary update.
+    loss : BBBLoss
+        Its prior, complexity kind and weighting, and its ``nll`` (the likelihood, one
+        negative log-likelihood per example).
+    """
+
+    def __init__(self, forward, posterior, trainer, loss):
+        if not load():
+            raise RuntimeError(f"fused kernels unavailable: {unavailable_reason()}")
+        if any(c.device_type != "cpu" for c in posterior.contexts):
+            raise ValueError("the fused kernels run on CPU contexts only")
+        self.forward, self.posterior, self.trainer = forward, posterior, trainer
+        self.attrs = prior_attrs(loss.prior, loss.complexity)
+        self.weight_of = loss.weight_of
+        self.skip_below = loss.skip_below
+        self.nll = loss.nll
+        ours = {id(p) for p in posterior.mu_parameters + posterior.rho_parameters}
+        self.others = [p for p in _trainer.params(trainer)
+                       if id(p) not in ours and p.grad_req != "null"]
+        self._buffers = {}
+        self._update = None  # the fused update's plan, decided at the first step
+
+    def _grad_buffers(self, ctx):
+        if ctx not in self._buffers:
+            self._buffers[ctx] = (
+                [mx.nd.zeros(s, ctx=ctx) for s in self.posterior.shapes],
+                [mx.nd.zeros(s, ctx=ctx) for s in self.posterior.shapes],
+                [mx.nd.zeros(s, ctx=ctx) for s in self.posterior.shapes])
+        return self._buffers[ctx]
+
+    def _average_others(self, ctx, s, samples):
+        """Each sample's backward writes the other parameters' gradients anew: keep their
+        running sum, and leave its mean in the gradients after the last sample."""
+        grads = [p.grad(ctx) for p in self.others if p.grad_req == "write"]
+        if s == 0:
+            self._sums = [g.copy() for g in grads]
+            return
+        for acc, g in zip(self._sums, grads, strict=True):
+            acc += g
+            if s == samples - 1:
+                g[:] = acc / samples
+
+    def noise(self, ctx, stream):
+        """Fresh per-layer noise on ``ctx`` from the posterior's noise counters."""
+        source = self.posterior.noise
+        counter = source.advance(stream)
+        return [mx.nd.bbb_normal(mu, seed=source.seed, stream=source.global_stream(stream),
+                                 counter=counter, layer=k)
+                for k, mu in enumerate(self.posterior.mu(ctx))]
+
+    def draw(self, ctx, stream, mus, rhos):
+        """``(noise, weights)`` per layer in one kernel call each: the noise
+        :meth:`noise` draws, and the weights ``bbb_sample`` makes from it."""
+        source = self.posterior.noise
+        counter = source.advance(stream)
+        pairs = [mx.nd.bbb_draw(m, r, seed=source.seed, stream=source.global_stream(stream),
+                                counter=counter, layer=k)
+                 for k, (m, r) in enumerate(zip(mus, rhos, strict=True))]
+        return [p[0] for p in pairs], [p[1] for p in pairs]
+
+    def _update_plan(self):
+        """``(adam, [(mu index, rho index)] per layer)`` when the optimiser's update can
+        run inside the gradient kernel, else False: one context and no kvstore (nothing
+        to all-reduce), float32 Adam or SGD (with or without momentum); the trainer's
+        other parameters then get its ordinary update. ``BBB_GLUON_FUSED_UPDATE=0`` turns it off."""
+        if self._update is not None:
+            return self._update
+        trainer, post = self.trainer, self.posterior
+        plan = False
+        if os.environ.get("BBB_GLUON_FUSED_UPDATE", "1") != "0" and len(post.contexts) == 1:
+            _trainer.start_kvstore(trainer)
+            opt = _trainer.optimizer(trainer)
+            kind = type(opt)
+            ours = [id(p) for p in post.mu_parameters + post.rho_parameters]
+            trained = _trainer.params(trainer)
+            if (_trainer.kvstore(trainer) is None and set(ours) <= set(map(id, trained))
+                    and all(p.grad_req != "null" for p in post.mu_parameters + post.rho_parameters)
+                    and not getattr(opt, "multi_precision", False)
+                    and kind in (mx.optimizer.Adam, mx.optimizer.SGD)):
+                index = _trainer.param_index(trainer)
+                plan = (kind is mx.optimizer.Adam,
+                        [(index[m.name], index[r.name])
+                         for m, r in zip(post.mu_parameters, post.rho_parameters, strict=True)])
+        self._update = plan
+        return plan
+
+    # Nine parameters: the arrays of one update, each one input of the bbb_update kernel.
+    def _fused_update(self, plan, gws, ws, noise, mus, rhos, scale, step_size, ctx):
+        """The gradient kernel and the optimiser's step on every layer: the bookkeeping
+        of ``Trainer.step`` / ``Optimizer.update`` (update counts, learning rate with its
+        multipliers and schedule, Adam's bias correction, state creation) in Python, the
+        arithmetic in ``bbb_update``."""
+        adam, layers = plan
+        trainer = self.trainer
+        opt = _trainer.optimizer(trainer)
+        states_of, synced = _trainer.states(trainer)
+        opt.rescale_grad = _trainer.scale(trainer) / step_size
+        # MXNet's optimisers clip only when clip_gradient is truthy (0 and None: no clip).
+        clip = float(opt.clip_gradient) if opt.clip_gradient else -1.0
+        for (imu, irho), gw, w, e, m, r in zip(layers, gws, ws, noise, mus, rhos,
+                                               strict=True):
+            lrs, wds, states = [], [], []
+            for idx, weight in ((imu, m), (irho, r)):
+                _trainer.count_update(opt, idx)
+                lr, wd = _trainer.lr_wd(opt, idx)
+                if adam:
+                    t = _trainer.update_count(opt, idx)
+                    lr *= math.sqrt(1.0 - opt.beta2 ** t) / (1.0 - opt.beta1 ** t)
+                if adam or opt.momentum:
+                    if idx not in states_of:
+                        states_of[idx] = opt.create_state_multi_precision(idx, weight)
+                        synced[idx] = True
+                    state = states_of[idx]  # Adam: (mean, var); SGD: the momentum
+                    states.extend(state if adam else [state])
+                lrs.append(lr)
+                wds.append(wd)
+            extra = {"beta1": repr(opt.beta1), "beta2": repr(opt.beta2),
+                     "epsilon": repr(opt.epsilon)} if adam else {"momentum": repr(opt.momentum)}
+            mx.nd.bbb_update(gw, w, e, m, r, *states, adam=int(adam), lr_mu=repr(lrs[0]),
+                             lr_rho=repr(lrs[1]), wd_mu=repr(wds[0]), wd_rho=repr(wds[1]),
+                             rescale=repr(opt.rescale_grad), clip=repr(clip),
+                             scale=repr(scale), **extra, **self.attrs)
+
+    def __call__(self, X, y, batch_index, samples=1, eps=None, want_complexity=False,
+                 step_size=None, batch_size=None):
+        """Update on batch ``(X, y)``; returns ``(nll_sum, complexity)`` as NDArrays of
+        shape (1,) on the first context (``complexity`` is the unweighted cost :math:`C`
+        of the first device's first sample, computed only if ``want_complexity``, else
+        None).
+
+        ``eps[k][s]``: per-layer noise (list of arrays) for device ``k``, sample ``s``.
+        ``step_size`` goes to ``trainer.step`` (default the batch size). ``batch_size``:
+        the examples of the whole batch when ``X`` is one worker's shard of it (default
+        ``X.shape[0]``); the complexity cost is shared out by it.
+        """
+        ctxs = self.posterior.contexts
+        Xs = mx.gluon.utils.split_and_load(X, ctxs, even_split=False)
+        ys = mx.gluon.utils.split_and_load(y, ctxs, even_split=False)
+        batch_size = X.shape[0] if batch_size is None else batch_size
+        step_size = batch_size if step_size is None else step_size
+        pi = self.weight_of(batch_index)
+        plan = self._update_plan() if samples == 1 else False
+        nll_sums, complexities = [], []
+        for k, (xb, yb) in enumerate(zip(Xs, ys, strict=True)):
+            ctx = xb.context
+            mus, rhos = self.posterior.mu(ctx), self.posterior.rho(ctx)
+            scale = pi * xb.shape[0] / batch_size if pi > self.skip_below else 0.0
+            gws, tmp_mu, tmp_rho = self._grad_buffers(ctx)
+            params_mu = [p.grad(ctx) for p in self.posterior.mu_parameters]
+            params_rho = [p.grad(ctx) for p in self.posterior.rho_parameters]
+            for s in range(samples):
+                if eps is None:
+                    noise, ws = self.draw(ctx, k, mus, rhos)
+                else:
+                    noise = [e.as_in_context(ctx) for e in eps[k][s]]
+                    ws = [mx.nd.bbb_sample(m, r, e)
+                          for m, r, e in zip(mus, rhos, noise, strict=True)]
+                mx.autograd.mark_variables(ws, gws)
+                with mx.autograd.record():
+                    out = self.forward(ws, ctx, xb)
+                    nll = self.nll(out, yb)
+                nll.backward()
+                if samples > 1:
+                    self._average_others(ctx, s, samples)
+                nll_sums.append(nll.sum().as_in_context(ctxs[0]) / samples)
+                if want_complexity and k == 0 and s == 0:
+                    # Before the update below changes mu and rho in place.
+                    cost = None
+                    for w, e, m, r in zip(ws, noise, mus, rhos, strict=True):
+                        c = mx.nd.bbb_cost(w, e, m, r, **self.attrs)
+                        cost = c if cost is None else cost + c
+                    complexities.append(cost)
+                if plan:
+                    self._fused_update(plan, gws, ws, noise, mus, rhos, scale, step_size, ctx)
+                    continue
+                targets_mu = params_mu if s == 0 else tmp_mu
+                targets_rho = params_rho if s == 0 else tmp_rho
+                for gw, w, e, m, r, gm, gr in zip(gws, ws, noise, mus, rhos, targets_mu,
+                                                  targets_rho, strict=True):
+                    mx.nd.bbb_grad(gw, w, e, m, r, scale=repr(scale), out=[gm, gr],
+                                   **self.attrs)
+                if s > 0:
+                    for gm, gr, tm, tr in zip(params_mu, params_rho, tmp_mu, tmp_rho,
+                                              strict=True):
+                        gm += tm
+                        gr += tr
+            if samples > 1:
+                for g in params_mu + params_rho:
+                    g /= samples
+        if plan:
+            if self.others:
+                _trainer.step_fresh(self.trainer, step_size, self.others)
+        else:
+            for p in self.posterior.mu_parameters + self.posterior.rho_parameters:
+                for data in p.list_data():
+                    _trainer.mark_fresh(data)
+            self.trainer.step(step_size)
+        total = nll_sums[0]
+        for v in nll_sums[1:]:
+            total = total + v
+        return total.reshape((1,)), (complexities[0] if complexities else None)
