@@ -123,10 +123,13 @@ def _make_setup_dry_run(tmp_path, pythons):
         fake = bin_dir / name
         fake.write_text(f'#!/bin/sh\necho "Python {version}"\n')
         fake.chmod(0o755)
-    env = {k: v for k, v in os.environ.items() if k not in ("PYTHON", "MAKEFLAGS", "MFLAGS")}
+    # A make of its own, also under `make unit` (no inherited flags, level or PYTHON).
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("PYTHON", "MAKEFLAGS", "MFLAGS", "MAKELEVEL")}
     env["PATH"] = str(bin_dir)
-    return subprocess.run([make, "-n", f"VENV={tmp_path / 'venv'}", "setup"], cwd=ROOT,
-                          env=env, capture_output=True, text=True, timeout=60)
+    return subprocess.run([make, "-n", "--no-print-directory", f"VENV={tmp_path / 'venv'}",
+                           "setup"], cwd=ROOT, env=env, capture_output=True, text=True,
+                          timeout=60)
 
 
 @pytest.mark.parametrize("pythons, chosen", [
