@@ -97,7 +97,7 @@ docs: $(VENV)/.docs-installed
 docs-check: docs
 	$(PY) docs/check_site.py
 
-# docs before unit: tests/test_docs_site.py checks the site that docs has just built (as
+# docs before unit: tests/repo/test_docs_site.py checks the site that docs has just built (as
 # prerequisites of the recipe, lint and docs are done before it starts, even under -j).
 test: lint docs
 	$(MAKE) unit notebooks

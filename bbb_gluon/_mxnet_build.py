@@ -19,9 +19,8 @@ def installed_builds():
     """Names of the MXNet distributions pip has installed, sorted.
 
     Read from the ``*.dist-info`` (and ``*.egg-info``) folder names on ``sys.path``, not
-    through ``importlib.metadata.distributions()``: that parses every installed package's
-    metadata, about a second at each import on these machines (each launched worker pays
-    it again)."""
+    through ``importlib.metadata.distributions()``, which parses every installed package's
+    metadata at each import (docs/benchmarks.md has its cost)."""
     names = set()
     for entry in sys.path:
         try:

@@ -35,7 +35,7 @@ from bench_epoch import (  # noqa: E402
 )
 
 import bbb_gluon.threads
-from bbb_gluon import fused  # noqa: E402
+from bbb_gluon._kernels import fused  # noqa: E402
 from bbb_gluon._kernels.threads import configure, cores, current, using_threads  # noqa: E402
 from bbb_gluon.core.priors import GaussianPrior, ScaleMixturePrior  # noqa: E402
 from bbb_gluon.data import (

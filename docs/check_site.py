@@ -2,7 +2,7 @@
 
     .venv/bin/python docs/check_site.py [--site docs/_build/html] [--screenshots DIR]
 
-(``make docs-check`` runs it after ``make docs``; tests/test_docs_site.py runs the same
+(``make docs-check`` runs it after ``make docs``; tests/repo/test_docs_site.py runs the same
 checks under pytest.) The site is served from a local ``http.server`` on 127.0.0.1, and
 every page of it (home, guides, API reference, notebooks) is loaded in Debian's Chromium
 through Debian's chromedriver, named by path so that Selenium never downloads a driver.

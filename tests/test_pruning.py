@@ -235,7 +235,7 @@ def test_sparse_export_of_an_all_zero_net(trained_like, tmp_path):
 
 def test_load_pruned_rejects_other_files_and_nets(trained_like, tmp_path):
     net, posterior, _ = trained_like
-    posterior.save(tmp_path / "posterior.params")
+    posterior.save_parameters(tmp_path / "posterior.params")
     with pytest.raises(ValueError, match="not a bbb_gluon pruned"):
         load_pruned(tmp_path / "posterior.params", net)
     export_pruned(tmp_path / "p.params", posterior, 0.5)

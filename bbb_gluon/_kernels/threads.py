@@ -19,8 +19,7 @@ the most threads it may use from then on:
 - the first time it runs on an engine thread, it raises the thread to the larger of the
   two phase counts below only if the thread is new, started by this very call (its id was
   not among the process's threads just before); otherwise the ceiling is the count the
-  thread has, MXNet's own (one thread on these 2-core machines unless
-  ``OMP_NUM_THREADS`` says otherwise);
+  thread has, MXNet's own (``OMP_NUM_THREADS``, else half the logical cores);
 - :func:`claim` does this for ``mx.cpu()``: call it before running any MXNet operator
   (creating an array or ``mx.random.seed`` count too) and from the main thread (the
   command line does); another CPU context gets it the first time ``bbb_gluon`` sets its
@@ -146,11 +145,11 @@ def _call(ctx, threads=0):
     return int(out[0]), int(out[2])
 
 
-def claim():
+def claim(warn=True):
     """Let ``mx.cpu()``'s engine thread take the larger phase count (every core unless
     configured) before anything runs on it (see the module's notes), and say once if it
-    could not: call it before the process's first MXNet operator. Builds the kernels if
-    needed; without them it does nothing."""
+    could not (unless ``warn`` is False): call it before the process's first MXNet
+    operator. Builds the kernels if needed; without them it does nothing."""
     if not fused.available():
         return
     _, have = _call(mx.cpu())
@@ -160,7 +159,7 @@ def claim():
         want = max(train_threads(), predict_threads())
     except ValueError:  # a bad variable is reported where the phase starts
         return
-    if have < want:
+    if have < want and warn:
         warnings.warn(
             f"bbb_gluon: MXNet ran an operator before bbb_gluon.threads.claim(), so training "
             f"and prediction on mx.cpu() use {have} of the {want} threads they want (the "

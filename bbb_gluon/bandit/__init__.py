@@ -30,7 +30,7 @@ Two engines run the same agents:
   that makes its 20 runs fit in an hour on two cores. :func:`run_bandit` drives it, with
   checkpoints, exact resume and the files of a run folder.
 * :class:`ThompsonAgent` and :class:`GreedyAgent` are the same agents written with Gluon
-  (a :class:`~bbb_gluon.BBBStep` with a :class:`~bbb_gluon.loss.GaussianNLLLoss`, or a
+  (a :class:`~bbb_gluon.BBBStep` with a :class:`~bbb_gluon.GaussianNLLLoss`, or a
   ``gluon.Trainer``): a loop of your own, the readable version, and the baseline of
   ``benchmarks/bench_bandit.py``. Tests check that both compute the same gradients.
 """

@@ -67,7 +67,7 @@ class _GluonAgent:
 class ThompsonAgent(_GluonAgent):
     """Bayes by Backprop with Thompson sampling, in Gluon: a :class:`~bbb_gluon.Posterior`
     over the reward network, one :class:`~bbb_gluon.BBBStep` per update with a
-    :class:`~bbb_gluon.loss.GaussianNLLLoss` and the complexity cost weighted as the
+    :class:`~bbb_gluon.GaussianNLLLoss` and the complexity cost weighted as the
     stacked engine weights it (``config.complexity_over``, see
     :func:`~bbb_gluon.bandit.engine.complexity_scale`), ρ learning at ``config.lr *
     config.rho_lr_mult``, Adam's ε at ``config.adam_eps``, and decisions from sampled

@@ -27,9 +27,10 @@ def main(argv=None):
         parser.train_parser.set_defaults(**RECIPES[args.recipe])
         args = _parse(parser, argv)
     if _PROGRAM["running"]:
-        # Before any MXNet operator, or the thread count can no longer go up.
+        # Before any MXNet operator, or the thread count can no longer go up (quietly:
+        # main() called in a process that already ran operators keeps MXNet's count).
         from ..threads import claim
-        claim()
+        claim(warn=False)
     from .._files import FileWriteError
     from ..bandit import BanditCheckpointError
     from ..core.posterior import PosteriorMismatchError

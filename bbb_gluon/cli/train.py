@@ -3,6 +3,7 @@ start from the library's defaults (``TrainConfig``'s fields, ``load_dataset``'s 
 """
 
 import argparse
+import dataclasses
 import math
 import os
 import sys
@@ -281,7 +282,7 @@ def _resumed_settings(args):
     stored = _read_run_config(args.out)
     config = _checked(TrainConfig.from_dict, stored["train"])
     if args.epochs is not None:
-        config.epochs = args.epochs
+        config = dataclasses.replace(config, epochs=args.epochs)
         _checked(config.validate)
     data_args = stored["data"]
     # Runs written before the count was stored were evaluated with the default.

@@ -171,7 +171,8 @@ class BBBLoss(Loss):
 
     The loss keeps no result of a call: :meth:`costs` returns the likelihood and
     complexity costs apart, :meth:`combine` makes the per-example values from them, and
-    calling the loss does both.
+    calling the loss does both. ``hybridize()`` hybridizes the likelihood; the complexity
+    cost takes weight samples, Python objects, and stays imperative.
 
     Parameters
     ----------
@@ -212,9 +213,6 @@ class BBBLoss(Loss):
     Outputs
     -------
     - **loss**: shape ``(B,)``.
-
-    ``hybridize()`` hybridizes the likelihood; the complexity cost takes weight samples,
-    Python objects, and stays imperative.
     """
 
     # Eight parameters: Gluon's two (weight, batch_axis), the prior and likelihood, and

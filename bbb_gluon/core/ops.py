@@ -89,8 +89,8 @@ def total(x, F=mx.nd):
     """Sum of all elements, shape ``(1,)``.
 
     With ``F=mx.nd`` it is a matrix product with a cached ones vector: on MXNet 1.9.1
-    CPUs that is 30-50 times faster than ``nd.sum`` (multi-threaded BLAS against a
-    single-threaded reduction), with the same float32 accuracy.
+    CPUs a multi-threaded BLAS call instead of ``nd.sum``'s single-threaded reduction
+    (docs/benchmarks.md has the measured ratio), with the same float32 accuracy.
     """
     if F is mx.nd:
         return F.dot(x.reshape((-1,)), _ones(x.size, x.context, x.dtype)).reshape((1,))

@@ -35,7 +35,7 @@ from .priors import HALF_LOG_2PI
 from .selection import BAYESIAN_LAYERS, _structural_params, bayesian_parameters
 
 __all__ = ["Posterior", "WeightSample", "PosteriorMismatchError", "bayesian_parameters",
-           "BAYESIAN_LAYERS", "current_names"]
+           "BAYESIAN_LAYERS"]
 
 
 class PosteriorMismatchError(ValueError):
@@ -359,15 +359,14 @@ class Posterior(gluon.Block):
                                   for name, p in self._collect_params_with_prefix().items()})
 
     def load_parameters(self, filename, ctx=None, allow_missing=False, ignore_extra=False):
-        """Read a file written by :meth:`save_parameters` (or by :meth:`save` in its
-        first format, whose ``"<key>|mu"`` names and layout entry it also reads).
+        """Read a file written by :meth:`save_parameters`.
 
         As Gluon's ``load_parameters``: every array present with the same shape and
         nothing else, unless ``allow_missing`` / ``ignore_extra``; ``ctx``, if given, moves
         the posterior there first. Nothing is changed when the file does not fit
         (:class:`PosteriorMismatchError`, naming the arrays).
         """
-        arrays = current_names(read_nd_file(filename))
+        arrays = read_nd_file(filename)
         if not any(k.endswith(("_mu", "_rho")) for k in arrays):
             raise PosteriorMismatchError(f"{filename} is not a bbb_gluon posterior file (no "
                                          f"mu or rho arrays; it holds {sorted(arrays)[:4]})")
@@ -385,31 +384,6 @@ class Posterior(gluon.Block):
             self.reset_ctx(ctx)
         for name in wanted:
             params[name].set_data(arrays[name])
-
-    def save(self, path):
-        """:meth:`save_parameters` under its older name (unlike ``Block.save``, which
-        writes an architecture too: a posterior's architecture is its network's)."""
-        self.save_parameters(path)
-
-    def load(self, path):
-        """:meth:`load_parameters` under its older name."""
-        self.load_parameters(path)
-
-
-def current_names(arrays):
-    """``arrays`` with the names of the package's first format (``"<key>|mu"``,
-    ``"<key>|rho"`` and a ``"__layout__"`` entry, written by ``Posterior.save`` and inside
-    training checkpoints) turned into the one format, ``"<key>_mu"``/``"<key>_rho"``, so
-    files written then still load."""
-    out = {}
-    for name, value in arrays.items():
-        if name == "__layout__":
-            continue
-        for old, new in (("|mu", "_mu"), ("|rho", "_rho")):
-            if name.endswith(old):
-                name = name[:-len(old)] + new
-        out[name] = value
-    return out
 
 
 def check_rho_init(rho_init):

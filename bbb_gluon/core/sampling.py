@@ -32,7 +32,7 @@ def _swap_data(param, index, array):
     own storage, and a copy would cut the gradient path to mu and rho. Both the
     imperative path (``HybridBlock.forward`` calls ``param.data(ctx)``) and the
     hybridized one (``_call_cached_op`` calls ``param.data()``) read ``param._data``,
-    so swapping that list covers both; tests/test_sampling.py checks each.
+    so swapping that list covers both; tests/core/test_sampling.py checks each.
     """
     saved = _private.parameter_arrays(param)
     if saved is None:

@@ -66,7 +66,7 @@ class StepCosts(NamedTuple):
 
     @property
     def cost(self):
-        """The minibatch cost the step followed, :math:`f_i = \\pi_i C + \text{nll}`
+        """The minibatch cost the step followed, :math:`f_i = \\pi_i C + \\text{nll}`
         (NDArray, shape (1,)); None where :math:`C` was weighted in but not computed."""
         if self.complexity is None:
             return self.nll if self.complexity_weight == 0.0 else None
@@ -75,7 +75,7 @@ class StepCosts(NamedTuple):
 
 def trainable_params(net, posterior, loss=None):
     """Everything a :class:`BBBStep` trains, as one ``ParameterDict`` for one
-    ``gluon.Trainer``: the posterior's :math:`\\mu` and :math:`\rho`, the parameters of
+    ``gluon.Trainer``: the posterior's :math:`\\mu` and :math:`\\rho`, the parameters of
     ``net`` the posterior does not cover and that have a gradient (BatchNorm's, layers
     left out by the selector), and ``loss``'s own (a learned noise scale).
 

@@ -24,7 +24,6 @@ from ..core.posterior import (
     Posterior,
     PosteriorMismatchError,
     _structural_params,
-    current_names,
 )
 from .config import _ARCH_FIELDS, _FREE_FIELDS, TrainConfig
 from .model import _build
@@ -34,7 +33,7 @@ __all__ = ["load_run", "CheckpointError"]
 
 _FORMAT = "bbb_gluon.checkpoint/2"
 # Format 1 named the posterior's arrays "<key>|mu"; it is still read.
-_FORMATS_READ = ("bbb_gluon.checkpoint/1", _FORMAT)
+_FORMATS_READ = (_FORMAT,)
 
 
 class CheckpointError(ValueError):
@@ -82,16 +81,6 @@ def _set_model_arrays(arrays, net, posterior, path, loss=None):
         param.set_data(arrays[name])
 
 
-def _posterior_names(arrays):
-    """Checkpoints of the first format hold the posterior as ``"<key>|mu"`` and
-    ``"<key>|rho"``: the same arrays under today's names, so that those runs resume and
-    load."""
-    old = {k: v for k, v in arrays.items() if k.endswith(("|mu", "|rho"))}
-    out = {k: v for k, v in arrays.items() if k not in old}
-    out.update({_POSTERIOR + k: v for k, v in current_names(old).items()})
-    return out
-
-
 def _save_checkpoint(path, net, posterior, trainers, meta, loss=None):
     """``trainers``: None (a weights-only checkpoint) or the run's trainers, whose optimiser
     states are stored as ``__trainer__``, ``__trainer1__``, ..."""
@@ -123,10 +112,13 @@ def _read_checkpoint(path):
     except (ValueError, KeyError, UnicodeDecodeError):
         raise CheckpointError(f"{path} is corrupt or not a bbb_gluon checkpoint") from None
     if meta.get("format") not in _FORMATS_READ:
+        if str(meta.get("format", "")).startswith("bbb_gluon.checkpoint/"):
+            raise CheckpointError(f"{path} was written by an earlier bbb_gluon in "
+                                  f"{meta['format']}, which this version does not read")
         raise CheckpointError(f"{path} is not a bbb_gluon checkpoint")
     meta["trainer_states"] = None if trainer_blob is None else array_bytes(trainer_blob)
     meta["other_trainer_states"] = extra_blobs
-    return _posterior_names(arrays), meta
+    return arrays, meta
 
 
 def _resume_checkpoint(run_dir, which=True):
@@ -214,8 +206,9 @@ def _run_paths(run_dir):
     return ckpt, os.path.join(ckpt, "latest.params"), os.path.join(ckpt, "best.params")
 
 
-def _check_resume_config(stored, config, path):
-    here = config.to_dict()
+def _check_resume_config(stored, here, path):
+    """``here``: the resumed run's configuration as its run folder would hold it (what
+    applies to the run; :meth:`TrainConfig.record`)."""
     for name in _ARCH_FIELDS:
         a, b = stored.get(name), here.get(name)
         if a != b:

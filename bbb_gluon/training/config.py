@@ -17,6 +17,8 @@ __all__ = ["TrainConfig", "MODELS", "RECIPES"]
 
 
 MODELS = ("bbb", "plain", "dropout")
+_MLP_FIELDS = ("hidden", "activation", "num_inputs", "num_outputs", "dropout")
+_POSTERIOR_INIT_FIELDS = ("mu_init", "mu_scale", "rho_init")
 _ARCH_FIELDS = ("model", "hidden", "activation", "num_inputs", "num_outputs", "likelihood")
 # Settings a resumed run may change: they decide how long it runs and what it reports,
 # not the path its parameters take.
@@ -46,9 +48,12 @@ RECIPES = {
 }
 
 
-@dataclass
+@dataclass(frozen=True)
 class TrainConfig:
     """Everything that defines a training run (stored as ``config.json`` in the run folder).
+
+    Frozen, and checked once, when it is made: ``dataclasses.replace(config, epochs=50)``
+    makes a changed copy, checked again.
 
     Parameters
     ----------
@@ -134,10 +139,10 @@ class TrainConfig:
     engine: str = "auto"
 
     def __post_init__(self):
-        self.hidden = tuple(self.hidden)
-        self.lr_decay_epochs = tuple(self.lr_decay_epochs)
+        object.__setattr__(self, "hidden", tuple(self.hidden))
+        object.__setattr__(self, "lr_decay_epochs", tuple(self.lr_decay_epochs))
         if isinstance(self.rho_init, list | tuple):
-            self.rho_init = tuple(self.rho_init)
+            object.__setattr__(self, "rho_init", tuple(self.rho_init))
         self.validate()
 
     def validate(self):
@@ -201,7 +206,8 @@ class TrainConfig:
             raise ValueError(f"mu_init must be 'normal', 'uniform' or 'copy', "
                              f"got {self.mu_init!r}")
         if isinstance(self.prior, dict):
-            self.prior = make_prior(**self.prior)  # raises for bad hyperparameters
+            # raises for bad hyperparameters
+            object.__setattr__(self, "prior", make_prior(**self.prior))
         if not isinstance(self.prior, Prior):
             raise TypeError(f"prior must be a bbb_gluon Prior such as GaussianPrior(1.0), got "
                             f"{self.prior!r}")
@@ -214,6 +220,17 @@ class TrainConfig:
                 or not (math.isfinite(self.weighting) and self.weighting >= 0):
             raise ValueError(f"a constant weighting must be a finite number >= 0, "
                              f"got {self.weighting!r}")
+
+    def record(self, own_network=False, own_posterior=False):
+        """:meth:`to_dict` without the settings that do not apply to the run: the
+        package's MLP's (``hidden``, ``activation``, ``num_inputs``, ``num_outputs``,
+        ``dropout``) when it trains a network of the user's own, and the posterior's
+        initialisation when the user built the posterior."""
+        d = self.to_dict()
+        for name in (_MLP_FIELDS if own_network else ()) + \
+                (_POSTERIOR_INIT_FIELDS if own_posterior else ()):
+            d.pop(name)
+        return d
 
     def to_dict(self):
         d = asdict(self)

@@ -57,6 +57,7 @@ class _Run:
     latest_path: str | None
     best_path: str | None
     setup: dict  # engine, contexts, network, workers: checked again on resume
+    record: dict  # the configuration as the run folder holds it: what applies to the run
 
     @property
     def writer(self):
@@ -81,7 +82,7 @@ class _Progress:
     def meta(self, run, epoch, batch, partial):
         """A checkpoint's metadata at ``epoch`` (finished) and ``batch`` of the next."""
         noise = run.posterior.noise.state_dict() if run.posterior is not None else None
-        return {"format": _FORMAT, "config": run.config.to_dict(), "epoch": epoch,
+        return {"format": _FORMAT, "config": run.record, "epoch": epoch,
                 "batch": batch, "partial": partial, "history": self.history,
                 "best": self.best, "noise": noise, **run.setup}
 
@@ -93,7 +94,6 @@ def prepare(config, train, valid, test, run_dir, ctx, resume, net, posterior, lo
     run folder is created only then) or built."""
     if not isinstance(config, TrainConfig):
         raise TypeError("config must be a TrainConfig")
-    config.validate()
     task = _check_user_model(config, net, posterior, loss)
     from_loader = isinstance(train, gluon.data.DataLoader)
     if from_loader and net is None:
@@ -119,6 +119,8 @@ def prepare(config, train, valid, test, run_dir, ctx, resume, net, posterior, lo
     run_dir, latest_path, best_path = _run_folder(run_dir, resume, group.rank == 0)
     epoch_batches, num_batches = _batches(train, config, ctxs[0])
 
+    record = config.record(own_network=net is not None,
+                           own_posterior=posterior is not None)
     net, posterior, loss_fn, step, trainers, pi_sum = _model(
         config, net, posterior, loss, ctxs, group, kvstore, num_batches)
     setup = {"engine": step.engine if step is not None else "plain",
@@ -127,7 +129,7 @@ def prepare(config, train, valid, test, run_dir, ctx, resume, net, posterior, lo
              "workers": group.num_workers}
     return _Run(config, net, posterior, loss, loss_fn, step, trainers, group, ctxs,
                 epoch_batches, num_batches, pi_sum, valid, test, run_dir, latest_path,
-                best_path, setup)
+                best_path, setup, record)
 
 
 def _batches(train, config, ctx):
@@ -213,7 +215,7 @@ def resume(run, which=True):
     network, posterior, Trainers and noise; return where training stood."""
     arrays, meta, path, broken = _resume_checkpoint(run.run_dir, which)
     config = run.config
-    _check_resume_config(meta["config"], config, path)
+    _check_resume_config(meta["config"], run.record, path)
     if config.epochs < meta["epoch"]:
         raise CheckpointError(f"{run.run_dir} has already finished {meta['epoch']} epochs; "
                               f"resume with epochs >= {meta['epoch']} (equal: end the run "
@@ -239,7 +241,7 @@ def resume(run, which=True):
 
 def write_config(run, extra_config):
     atomic_write_text(os.path.join(run.run_dir, "config.json"),
-                      json.dumps({"train": run.config.to_dict(), **(extra_config or {})},
+                      json.dumps({"train": run.record, **(extra_config or {})},
                                  indent=1))
 
 

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-PACKAGE = Path(__file__).resolve().parent.parent / "bbb_gluon"
+PACKAGE = Path(__file__).resolve().parents[2] / "bbb_gluon"
 
 # Small helpers every layer may use: they import nothing of the package.
 HELPERS = ("bbb_gluon._checks", "bbb_gluon._files")

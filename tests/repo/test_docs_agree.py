@@ -10,7 +10,7 @@ from pathlib import Path
 import nbformat
 import pytest
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 WORDS = {w: i for i, w in enumerate("zero one two three four five six seven eight nine ten "
                                     "eleven twelve".split())}
 

@@ -349,7 +349,7 @@ NEW_RUN_ERRORS = [
     (["--pi", "1.5"], "pi is a mixture weight"),
     (["--pi", "0"], "pi is a mixture weight"),
     (["--prior", "gaussian", "--prior-sigma", "0"], "sigma"),
-    (["--complexity", "kl"], "needs a Gaussian prior"),
+    (["--complexity", "kl"], "has no closed-form KL"),
     (["--dropout", "1"], "dropout"),
     (["--test-samples", "-1"], "--test-samples"),
     (["--num-valid", "60000"], "num_valid"),

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 _spec = importlib.util.spec_from_file_location("check_site", ROOT / "docs" / "check_site.py")
 check_site = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(check_site)

@@ -9,7 +9,7 @@ import mxnet as mx
 import numpy as np
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def _name_and_spec(requirement):

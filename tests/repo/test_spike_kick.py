@@ -17,7 +17,7 @@ from mxnet import autograd
 from bbb_gluon import complexity_weight
 from bbb_gluon.core.priors import GaussianPrior, ScaleMixturePrior
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = ROOT / "experiments" / "spike_kick.py"
 
 

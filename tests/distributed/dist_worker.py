@@ -1,4 +1,4 @@
-"""The program ``tests/test_distributed.py`` launches as each worker (not a test module).
+"""The program ``tests/distributed/test_distributed.py`` launches as each worker (not a test module).
 
     python dist_worker.py MODE OUT MODEL ENGINE
 
@@ -11,6 +11,7 @@ into ``OUT/run`` for 1000 epochs (for a test to kill a peer in); ``die`` kills i
 (rank 1) while the others wait on a gradient exchange; ``hang`` never ends.
 """
 
+import dataclasses
 import json
 import os
 import signal
@@ -63,9 +64,9 @@ def main():
     run_dir = os.path.join(out, "run") if mode in ("stop", "resume", "long") else None
     cfg = config(model, engine)
     if mode == "long":
-        cfg.epochs = 1000
+        cfg = dataclasses.replace(cfg, epochs=1000)
     if len(sys.argv) > 5:
-        cfg.epochs = int(sys.argv[5])
+        cfg = dataclasses.replace(cfg, epochs=int(sys.argv[5]))
     try:
         result = fit(cfg, splits.train, splits.valid, run_dir=run_dir,
                      ctx=mx.cpu(0), kvstore=kv, progress=False, resume=mode == "resume",

@@ -273,10 +273,10 @@ def test_save_load_round_trip(tmp_path, src_ctx, dst_ctx):
     for r in a.rho():
         r[:] = np.random.uniform(-5, 1, size=r.shape)
     path = tmp_path / "post.params"
-    a.save(path)
+    a.save_parameters(path)
     b = Posterior(make_net(ctx=dst_ctx), seed=2)
     assert not np.array_equal(a.mu()[0].asnumpy(), b.mu()[0].asnumpy())
-    b.load(str(path))
+    b.load_parameters(str(path))
     for x, y in zip(a.mu() + a.rho(), b.mu() + b.rho(), strict=True):
         assert y.context == dst_ctx
         np.testing.assert_array_equal(x.asnumpy(), y.asnumpy())
@@ -286,11 +286,11 @@ def test_save_load_round_trip(tmp_path, src_ctx, dst_ctx):
 def test_save_overwrites_atomically(tmp_path):
     a = Posterior(make_net(), seed=1)
     path = tmp_path / "post.params"
-    a.save(path)
+    a.save_parameters(path)
     a.mu()[0][:] = 7.0
-    a.save(path)
+    a.save_parameters(path)
     b = Posterior(make_net(), seed=2)
-    b.load(path)
+    b.load_parameters(path)
     np.testing.assert_array_equal(b.mu()[0].asnumpy(), 7.0)
 
 
@@ -300,11 +300,11 @@ def test_save_overwrites_atomically(tmp_path):
 ])
 def test_load_other_architecture(tmp_path, other_units, fragments):
     path = tmp_path / "post.params"
-    Posterior(make_net((2, 3, 2)), seed=1).save(path)
+    Posterior(make_net((2, 3, 2)), seed=1).save_parameters(path)
     other = Posterior(make_net(other_units), seed=1)
     before = np_list(other.mu())
     with pytest.raises(PosteriorMismatchError) as info:
-        other.load(path)
+        other.load_parameters(path)
     for fragment in fragments:
         assert fragment in str(info.value)
     assert str(path) in str(info.value)
@@ -317,7 +317,7 @@ def test_load_corrupt_file(tmp_path):
     path.write_bytes(np.random.RandomState(0).bytes(4096))
     post = Posterior(make_net(), seed=0)
     with pytest.raises(ValueError, match="corrupt") as info:
-        post.load(path)
+        post.load_parameters(path)
     assert str(path) in str(info.value)
 
 
@@ -326,13 +326,13 @@ def test_load_file_that_is_not_a_posterior(tmp_path):
     net = make_net()
     net.save_parameters(str(path))
     with pytest.raises(PosteriorMismatchError, match="not a bbb_gluon posterior"):
-        Posterior(net, seed=0).load(path)
+        Posterior(net, seed=0).load_parameters(path)
 
 
 def test_load_missing_file(tmp_path):
     path = tmp_path / "nope.params"
     with pytest.raises(FileNotFoundError, match="nope.params"):
-        Posterior(make_net(), seed=0).load(path)
+        Posterior(make_net(), seed=0).load_parameters(path)
 
 
 # --------------------------------------------------------------------------- bad networks
@@ -546,38 +546,6 @@ def test_the_parameters_in_key_order_train_and_move():
 
 
 # --------------------------------------------------------------------------- a Gluon Block
-
-
-def _save_first_format(post, path):
-    """Posterior.save as the package first wrote it: "<key>|mu", "<key>|rho" and a layout."""
-    from bbb_gluon._files import json_array
-
-    arrays = {}
-    for key, mu, rho in zip(post.keys, post.mu(), post.rho(), strict=True):
-        arrays[f"{key}|mu"], arrays[f"{key}|rho"] = mu, rho
-    arrays["__layout__"] = json_array({"keys": post.keys,
-                                       "shapes": [list(s) for s in post.shapes],
-                                       "seed": post.seed, "format": "bbb_gluon.posterior/1"})
-    mx.nd.save(str(path), arrays)
-
-
-@pytest.mark.parametrize("reader", ["load", "load_parameters"])
-def test_files_of_the_first_format_still_load(tmp_path, reader):
-    a = Posterior(make_net(), seed=1)
-    _save_first_format(a, tmp_path / "old.params")
-    b = Posterior(make_net(), seed=2)
-    getattr(b, reader)(tmp_path / "old.params")
-    for x, y in zip(a.mu() + a.rho(), b.mu() + b.rho(), strict=True):
-        np.testing.assert_array_equal(x.asnumpy(), y.asnumpy())
-
-
-def test_save_and_save_parameters_write_one_format(tmp_path):
-    post = Posterior(make_net(), seed=1)
-    post.save(tmp_path / "a.params")
-    post.save_parameters(tmp_path / "b.params")
-    a, b = mx.nd.load(str(tmp_path / "a.params")), mx.nd.load(str(tmp_path / "b.params"))
-    assert sorted(a) == sorted(b) == sorted(f"{k}_{part}" for k in post.keys
-                                             for part in ("mu", "rho"))
 
 
 def test_a_posterior_is_a_gluon_block_that_owns_mu_and_rho():

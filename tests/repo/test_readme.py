@@ -9,7 +9,7 @@ import pytest
 
 from bbb_gluon._kernels import fused
 
-README = Path(__file__).resolve().parent.parent / "README.md"
+README = Path(__file__).resolve().parents[2] / "README.md"
 
 
 def python_blocks():
@@ -21,7 +21,8 @@ def test_readme_examples_run_and_the_first_takes_the_fast_path():
     assert len(blocks) >= 2
     namespace = {}
     exec(compile(blocks[0], "README.md example 1", "exec"), namespace)
-    step, nll, complexity = namespace["step"], namespace["nll"], namespace["complexity"]
+    step, costs = namespace["step"], namespace["costs"]
+    nll, complexity = costs.nll, costs.complexity
     if not fused.available():
         msg = f"fused kernels unavailable: {fused.unavailable_reason()}"
         if os.environ.get("BBB_GLUON_REQUIRE_FUSED"):
@@ -29,6 +30,12 @@ def test_readme_examples_run_and_the_first_takes_the_fast_path():
         pytest.skip(msg)
     assert step.engine == "fused"
     assert math.isfinite(nll.asscalar()) and complexity.asscalar() > 0
+    # the cost the step followed is the likelihood cost plus C over the 391 batches
+    assert costs.cost.asscalar() == pytest.approx(
+        nll.asscalar() + complexity.asscalar() / 391, rel=1e-5)
+    # one Trainer trained BatchNorm's gamma too
+    gamma = namespace["net"][1].gamma.data().asnumpy()
+    assert (gamma != 1).any()
     for i, block in enumerate(blocks[1:], start=2):
         before = [m.asnumpy().copy() for m in namespace["posterior"].mu()]
         exec(compile(block, f"README.md example {i}", "exec"), namespace)

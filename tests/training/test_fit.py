@@ -6,6 +6,7 @@ the errors and within float32 accumulation tolerance (rel 1e-5) for the costs.
 """
 
 import csv
+import dataclasses
 import json
 import math
 import os
@@ -238,38 +239,22 @@ def test_resume_after_an_epoch_matches_uninterrupted_run(mnist_300, tmp_path, mo
     assert_same_params(resumed, full)
 
 
-def _to_first_format(path):
-    """Rewrite a checkpoint as the package first wrote them: the posterior's arrays as
-    "<key>|mu" / "<key>|rho" and format 1."""
+def test_a_checkpoint_of_an_earlier_format_is_refused_saying_so(mnist_300, tmp_path):
     from bbb_gluon._files import array_json, json_array
 
+    fit(tiny("bbb", epochs=1), mnist_300.train, mnist_300.valid, run_dir=tmp_path,
+        progress=False)
+    path = tmp_path / "checkpoints" / "latest.params"
     arrays = mx.nd.load(str(path))
     meta = array_json(arrays["__meta__"])
     meta["format"] = "bbb_gluon.checkpoint/1"
     arrays["__meta__"] = json_array(meta)
-    old = {}
-    for name, value in arrays.items():
-        if name.startswith("posterior:"):
-            key, part = name[len("posterior:"):].rsplit("_", 1)
-            name = f"{key}|{part}"
-        old[name] = value
-    assert any(k.endswith("|mu") for k in old)
-    mx.nd.save(str(path), old)
-
-
-def test_checkpoints_of_the_first_format_resume_and_load(mnist_300, tmp_path):
-    full = fit(tiny("bbb"), mnist_300.train, mnist_300.valid, run_dir=tmp_path / "a",
-               progress=False)
-    fit(tiny("bbb", epochs=1), mnist_300.train, mnist_300.valid, run_dir=tmp_path / "b",
-        progress=False)
-    for which in ("latest", "best"):
-        _to_first_format(tmp_path / "b" / "checkpoints" / f"{which}.params")
-    _, posterior, _, _ = load_run(tmp_path / "b", "latest")
-    assert posterior.keys == full.posterior.keys
-    resumed = fit(tiny("bbb"), mnist_300.train, mnist_300.valid, run_dir=tmp_path / "b",
-                  resume=True, progress=False)
-    assert_same_history(resumed.history, full.history)
-    assert_same_params(resumed, full)
+    mx.nd.save(str(path), arrays)
+    before = path.read_bytes()
+    with pytest.raises(CheckpointError, match="earlier bbb_gluon in bbb_gluon.checkpoint/1"):
+        fit(tiny("bbb"), mnist_300.train, mnist_300.valid, run_dir=tmp_path, resume=True,
+            progress=False)
+    assert path.read_bytes() == before  # nothing overwritten
 
 
 @pytest.mark.parametrize("model", ["bbb", "dropout"])
@@ -700,15 +685,14 @@ BAD_SETTINGS = [
 def test_bad_settings_raise_value_error_before_any_work(mnist_300, tmp_path, change, message):
     with pytest.raises(ValueError, match=message):
         tiny(**{"model": "bbb", **change})
-    # The same setting put into an existing config is caught by fit, before it creates
-    # anything.
+    # A configuration is frozen: a bad setting cannot be put into a checked one, and a
+    # changed copy is checked again.
     config = tiny("bbb")
     for key, value in change.items():
-        setattr(config, key, value)
-    run_dir = tmp_path / "run"
+        with pytest.raises(dataclasses.FrozenInstanceError):
+            setattr(config, key, value)
     with pytest.raises(ValueError, match=message):
-        fit(config, mnist_300.train, mnist_300.valid, run_dir=run_dir, progress=False)
-    assert not run_dir.exists()
+        dataclasses.replace(config, **change)
 
 
 def test_gaussian_prior_with_kl_is_accepted():
@@ -1147,6 +1131,10 @@ def test_a_cnn_run_resumes_exactly(mnist_300, tmp_path, stop):
                   resume=True, progress=False, net=small_cnn())
     assert_same_history(resumed.history, full.history)
     assert_same_params(resumed, full)
+    # the run folder records what applies to a network of one's own: no MLP settings
+    stored = json.loads((run_dir / "config.json").read_text())["train"]
+    assert not {"hidden", "num_inputs", "num_outputs", "activation", "dropout"} & set(stored)
+    assert stored["model"] == "bbb" and stored["rho_init"] == config.rho_init
     for a, b in zip(resumed.net.collect_params().values(), full.net.collect_params().values(),
                     strict=True):  # BatchNorm's statistics and trained gamma, beta too
         np.testing.assert_allclose(a.data().asnumpy(), b.data().asnumpy(), rtol=1e-5,
