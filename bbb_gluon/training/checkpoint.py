@@ -40,6 +40,11 @@ class CheckpointError(ValueError):
     """A run folder or checkpoint that cannot be used (missing, corrupt, or another model)."""
 
 
+class _Unreadable(CheckpointError):
+    """A checkpoint file that is missing or corrupt (not one of another version or model):
+    a resumed run may continue from the best one instead."""
+
+
 # Prefixes of the posterior's and the loss's own parameters in checkpoints: each under the
 # names its save_parameters writes ("posterior:0.weight_mu", "loss:noise_rho"), beside the
 # network's other parameters under theirs ("0.weight" where it has no posterior).
@@ -108,14 +113,14 @@ def _read_checkpoint(path):
             extra_blobs.append(array_bytes(arrays.pop(f"__trainer{i}__")))
             i += 1
     except FileNotFoundError:
-        raise CheckpointError(f"no checkpoint at {path}") from None
+        raise _Unreadable(f"no checkpoint at {path}") from None
     except (ValueError, KeyError, UnicodeDecodeError):
-        raise CheckpointError(f"{path} is corrupt or not a bbb_gluon checkpoint") from None
+        raise _Unreadable(f"{path} is corrupt or not a bbb_gluon checkpoint") from None
     if meta.get("format") not in _FORMATS_READ:
         if str(meta.get("format", "")).startswith("bbb_gluon.checkpoint/"):
             raise CheckpointError(f"{path} was written by an earlier bbb_gluon in "
                                   f"{meta['format']}, which this version does not read")
-        raise CheckpointError(f"{path} is not a bbb_gluon checkpoint")
+        raise _Unreadable(f"{path} is not a bbb_gluon checkpoint")
     meta["trainer_states"] = None if trainer_blob is None else array_bytes(trainer_blob)
     meta["other_trainer_states"] = extra_blobs
     return arrays, meta
@@ -134,7 +139,7 @@ def _resume_checkpoint(run_dir, which=True):
     _, latest_path, best_path = _run_paths(run_dir)
     try:
         arrays, meta = _read_checkpoint(latest_path)
-    except CheckpointError as e:
+    except _Unreadable as e:
         broken = e
     else:
         if which == "best":
