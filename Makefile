@@ -1,6 +1,19 @@
 # Two entry points, both idempotent: `make demo` and `make test`.
-# The virtual environment is built once (.venv) and reused while pyproject.toml is unchanged.
-PYTHON ?= python3
+# The virtual environment is built once (.venv) and reused while pyproject.toml is unchanged:
+# `make demo` installs what the demo needs (MXNet, NumPy, Matplotlib, tqdm), `make setup`
+# (and so `make test`, `make lab`) adds the test and notebook tools.
+#
+# MXNet 1.9.1 needs numpy<1.24, which has no wheels past Python 3.11: the first of python3.11
+# and python3 that is 3.11 builds .venv (Debian 13's python3 is 3.13; it ships python3.11
+# beside it). `make PYTHON=/path/to/python3.11` chooses one.
+ifeq ($(origin PYTHON),undefined)
+PYTHON := $(shell for p in python3.11 python3; do \
+  case "$$($$p --version 2>&1)" in ("Python 3.11."*) echo $$p; break;; esac; done)
+endif
+NO_PYTHON = $(VENV) needs Python 3.11 (MXNet 1.9.1 needs numpy<1.24: no wheels past 3.11), \
+  and neither python3.11 nor python3 is 3.11 here: use conda (`conda env create -f \
+  environment.yml`), the system package (`apt-get install python3.11`) or uv (`uv python \
+  install 3.11`, then `make PYTHON=$$(uv python find 3.11)`)
 VENV ?= .venv
 PY := $(VENV)/bin/python
 SHARED ?= ../shared
@@ -16,14 +29,22 @@ export BBB_GLUON_DATA ?= $(CURDIR)/.data
 
 setup: $(VENV)/.installed
 
-$(VENV)/.installed: pyproject.toml
+# The package and one MXNet build: all `make demo` needs.
+$(VENV)/.core-installed: pyproject.toml
+	$(if $(PYTHON),,$(error $(NO_PYTHON)))
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -e '.[$(MXNET_BUILD),test,notebooks]'
+	$(PY) -m pip install --quiet -e '.[$(MXNET_BUILD)]'
 	$(PY) -m pip check
 	@# The compiled kernels, so that no import or first run has to build them.
 	$(PY) -c "import bbb_gluon.bandit.engine as e; e.kernels()" || \
 	  echo "the kernels could not be built here: plain MXNet operators will be used"
+	touch $@
+
+# ... and the test and notebook extras on top: everything else.
+$(VENV)/.installed: $(VENV)/.core-installed
+	$(PY) -m pip install --quiet -e '.[$(MXNET_BUILD),test,notebooks]'
+	$(PY) -m pip check
 	touch $@
 
 # The docs extra (Sphinx, MyST-NB, Furo, Selenium) on top of setup's environment, once.
@@ -42,7 +63,7 @@ data:
 	  if [ -d $(SHARED)/data/mushroom ] && [ ! -e .data/mushroom ]; then ln -s $(abspath $(SHARED))/data/mushroom .data/mushroom; fi; \
 	fi
 
-demo: setup
+demo: $(VENV)/.core-installed
 	$(VENV)/bin/bbb-gluon demo --out runs/demo
 
 # Jupyter on the notebooks, with BBB_GLUON_DATA (exported above) pointing at the data. The

@@ -250,8 +250,10 @@ def test_evaluate_refuses_to_overwrite_without_force(tiny_runs, tmp_path, capsys
 @pytest.mark.parametrize("planted, ood", [("reliability.png", "none"),
                                            ("least_certain.png", "none"),
                                            ("entropy_histograms.png", None)])
-def test_evaluate_never_overwrites_any_of_its_files(tiny_runs, tmp_path, capsys, planted,
-                                                    ood):
+def test_evaluate_never_overwrites_any_of_its_files(tiny_runs, tmp_path, capsys, request,
+                                                    planted, ood):
+    if ood is None:  # the default OOD test, which needs Fashion-MNIST on disk
+        request.getfixturevalue("fashion_root")
     run = _copy_run(tiny_runs("bbb"), tmp_path / "run")
     (run / planted).write_bytes(b"keep me")
     before = {p.name: p.read_bytes() for p in run.rglob("*") if p.is_file()}
@@ -259,6 +261,37 @@ def test_evaluate_never_overwrites_any_of_its_files(tiny_runs, tmp_path, capsys,
     err = _one_line_error(capsys, main(argv))
     assert planted in err and "--force" in err
     assert {p.name: p.read_bytes() for p in run.rglob("*") if p.is_file()} == before
+
+
+@pytest.fixture
+def mnist_only(data_root, tmp_path):
+    """A data folder with MNIST and no Fashion-MNIST."""
+    folder = tmp_path / "data"
+    folder.mkdir()
+    (folder / "mnist").symlink_to(data_root / "mnist")
+    return folder
+
+
+def test_evaluate_without_fashion_mnist_skips_the_ood_test_with_a_note(tiny_runs, tmp_path,
+                                                                      capsys, mnist_only):
+    run = _copy_run(tiny_runs("bbb"), tmp_path / "run")
+    assert main(["evaluate", str(run), "--samples", "2", "--data-dir", str(mnist_only)]) == 0
+    err = [line for line in capsys.readouterr().err.splitlines() if line.strip()]
+    assert len(err) == 1, err
+    assert "fashion-mnist" in err[0] and str(mnist_only) in err[0] and "skipped" in err[0]
+    assert "--ood none" in err[0]
+    assert json.loads((run / "evaluation.json").read_text())["ood"] is None
+    assert not (run / "entropy_histograms.png").exists()
+
+
+def test_evaluate_with_a_missing_ood_dataset_names_ood_none(tiny_runs, tmp_path, capsys,
+                                                           mnist_only):
+    run = _copy_run(tiny_runs("bbb"), tmp_path / "run")
+    before = sorted(p.name for p in run.iterdir())
+    err = _one_line_error(capsys, main(["evaluate", str(run), "--samples", "2", "--ood",
+                                        "fashion-mnist", "--data-dir", str(mnist_only)]))
+    assert "fashion-mnist" in err and "--ood none" in err and "dataset-fashion-mnist" in err
+    assert sorted(p.name for p in run.iterdir()) == before
 
 
 @pytest.mark.parametrize("args", [["--samples", "0"], ["--bins", "0"],

@@ -22,8 +22,10 @@
 // replaced by beta_u / B for update u of a step, see complexity_scale). A plain agent
 // keeps only mu (its weights) and follows the first term.
 // Decisions: a Thompson agent samples the weights act_samples times and takes the action
-// whose mean predicted reward is larger; a greedy agent uses mu, and explores with
-// probability epsilon.
+// whose mean predicted reward is larger (act_draws 0: both actions valued under the same
+// draws; 1: each action under its own, not eating under the shared draws' keys and eating
+// under draws of their own tag); a greedy agent uses mu, and explores with probability
+// epsilon.
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -39,7 +41,7 @@
 namespace {
 
 // Domain tags keep the hash streams of different uses apart.
-constexpr uint64_t kTagNoise = 1, kTagBatch = 2, kTagAct = 3;
+constexpr uint64_t kTagNoise = 1, kTagBatch = 2, kTagAct = 3, kTagActEat = 4;
 
 // eps[0..n) ~ N(0, 1), a pure function of key (fused.cc's bbb_normal on one thread).
 void normals(uint64_t key, float* eps, int64_t n) {
@@ -61,12 +63,13 @@ extern "C" {
 struct BanditArgs {
   int32_t A, D, H, F, P;        // agents, input width, hidden units, attributes, params
   int32_t capacity, batch, updates, act_samples;
-  int32_t optimizer;            // 0 SGD, 1 Adam
   int32_t prior_kind;           // 1 scale mixture, 2 Gaussian (Monte-Carlo cost)
   int32_t chunk;                // steps in this call
   int32_t complexity_over;      // the complexity cost is divided by: 0 the items in the
                                 // buffer, 1 the interactions seen so far; 2: Blundell's
                                 // weighting over a step's updates (see complexity_scale)
+  int32_t act_draws;            // Thompson decisions: 0 one draw for both actions, 1 a
+                                // draw per action
   int64_t t0;                   // global index of the chunk's first step
   float rho_lr_mult, beta1, beta2, adam_eps, inv_noise_var;
   float pi, sigma1, sigma2, sigma;
@@ -79,6 +82,7 @@ struct BanditArgs {
   const float* epsilon;         // [A]
   const uint8_t* bayes;         // [A]
   const float* lr;              // [A] learning rate (rho's: times rho_lr_mult)
+  const uint8_t* adam;          // [A] optimiser: 1 Adam, 0 plain SGD
   const uint64_t* key;          // [A] hash key of each agent's noise and minibatches
   float* mu;                    // [A][P]
   float* rho;                   // [A][P]  (read only for Bayesian agents)
@@ -314,9 +318,9 @@ void bbb_gradients(const BanditArgs& a, int64_t P, const float* w, const float* 
 
 // One optimiser step on x with gradient g; Adam as MXNet's (bias correction folded into
 // the learning rate), t counting from 1.
-void apply(const BanditArgs& a, float rate, int64_t P, float* x, const float* g, float* m,
-           float* v, int64_t t) {
-  if (a.optimizer == 0) {
+void apply(const BanditArgs& a, bool adam, float rate, int64_t P, float* x, const float* g,
+           float* m, float* v, int64_t t) {
+  if (!adam) {
     const float lr = rate;
 #pragma omp simd
     for (int64_t i = 0; i < P; ++i) x[i] -= lr * g[i];
@@ -391,7 +395,7 @@ void run_agent(const BanditArgs& a, int ag) {
   int32_t* buf_row = a.buf_row + static_cast<int64_t>(ag) * cap;
   uint8_t* buf_action = a.buf_action + static_cast<int64_t>(ag) * cap;
   float* buf_reward = a.buf_reward + static_cast<int64_t>(ag) * cap;
-  const bool bayes = a.bayes[ag] != 0;
+  const bool bayes = a.bayes[ag] != 0, adam = a.adam[ag] != 0;
   const uint64_t key = a.key[ag];
   std::vector<float> eps(bayes ? P : 0), w(bayes ? P : 0), g(P), grho(bayes ? P : 0);
   std::vector<float> sd(bayes ? P : 0), dsd(bayes ? P : 0);
@@ -410,12 +414,21 @@ void run_agent(const BanditArgs& a, int ag) {
     float value[2] = {0.f, 0.f};
     if (bayes) {
       for (int k = 0; k < a.act_samples; ++k) {
-        normals(mix64(mix64(key ^ (kTagAct << 56)) + static_cast<uint64_t>(t) * 64 + k),
-                eps.data(), P);
+        const uint64_t offset = static_cast<uint64_t>(t) * 64 + k;
+        normals(mix64(mix64(key ^ (kTagAct << 56)) + offset), eps.data(), P);
         sample_weights(P, mu, rho, eps.data(), w.data(), sd.data(), dsd.data());
-        forward(L, w.data(), act, na, 2, s);
-        value[0] += s.f[0];
-        value[1] += s.f[1];
+        if (a.act_draws == 0) {
+          forward(L, w.data(), act, na, 2, s);
+          value[0] += s.f[0];
+          value[1] += s.f[1];
+        } else {  // not eating under this draw, eating under a draw of its own
+          forward(L, w.data(), act, na, 1, s);
+          value[0] += s.f[0];
+          normals(mix64(mix64(key ^ (kTagActEat << 56)) + offset), eps.data(), P);
+          sample_weights(P, mu, rho, eps.data(), w.data(), sd.data(), dsd.data());
+          forward(L, w.data(), act + na, na, 1, s);
+          value[1] += s.f[0];
+        }
       }
     } else {
       forward(L, mu, act, na, 2, s);
@@ -456,12 +469,12 @@ void run_agent(const BanditArgs& a, int ag) {
         loss += backward(L, w.data(), act, na, B, y.data(), a.inv_noise_var, s, g.data());
         bbb_gradients(a, P, w.data(), eps.data(), sd.data(), dsd.data(),
                       complexity_scale(a, t, n, u), g.data(), grho.data());
-        apply(a, a.lr[ag], P, mu, g.data(), m_mu, v_mu, step);
-        apply(a, a.lr[ag] * a.rho_lr_mult, P, rho, grho.data(), m_rho, v_rho, step);
+        apply(a, adam, a.lr[ag], P, mu, g.data(), m_mu, v_mu, step);
+        apply(a, adam, a.lr[ag] * a.rho_lr_mult, P, rho, grho.data(), m_rho, v_rho, step);
       } else {
         forward(L, mu, act, na, B, s);
         loss += backward(L, mu, act, na, B, y.data(), a.inv_noise_var, s, g.data());
-        apply(a, a.lr[ag], P, mu, g.data(), m_mu, v_mu, step);
+        apply(a, adam, a.lr[ag], P, mu, g.data(), m_mu, v_mu, step);
       }
     }
     a.loss_out[at] = a.updates > 0 ? loss / a.updates : 0.f;

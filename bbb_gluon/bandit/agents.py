@@ -31,6 +31,15 @@ def build_reward_net(width, hidden=100, ctx=None):
     return net
 
 
+def _optimizer_params(config, lr, optimizer=None):
+    """The Trainer's settings of an agent learning at ``lr`` with ``optimizer`` (None: the
+    configuration's): Adam's ε is the configuration's, as in the stacked engine."""
+    params = {"learning_rate": lr}
+    if (optimizer or config.optimizer) == "adam":
+        params["epsilon"] = config.adam_eps
+    return params
+
+
 class _GluonAgent:
     """What the two Gluon agents share: a buffer, a loop of updates, the bookkeeping."""
 
@@ -61,7 +70,8 @@ class ThompsonAgent(_GluonAgent):
     :class:`~bbb_gluon.GaussianNLLLoss` and the complexity cost weighted as the
     stacked engine weights it (``config.complexity_over``, see
     :func:`~bbb_gluon.bandit.engine.complexity_scale`), ρ learning at ``config.lr *
-    config.rho_lr_mult``, and decisions from sampled weights."""
+    config.rho_lr_mult``, Adam's ε at ``config.adam_eps``, and decisions from sampled
+    weights (shared by both actions or drawn per action, ``config.act_draws``)."""
 
     def __init__(self, env, config=None, seed=0, ctx=None, engine="auto"):
         config = config or BanditConfig()
@@ -73,24 +83,39 @@ class ThompsonAgent(_GluonAgent):
             p.lr_mult = config.rho_lr_mult
         loss = BBBLoss(self.prior, GaussianNLLLoss(config.noise_sigma), weighting=1.0)
         trainer = gluon.Trainer(trainable_params(self.net, self.posterior, loss),
-                                config.optimizer, {"learning_rate": config.lr})
+                                config.optimizer, _optimizer_params(config, config.lr))
         self.step = BBBStep(self.net, self.posterior, loss, trainer, engine=engine,
                             watch=False)
 
-    def act(self, row):
+    def act(self, row, eps=None):
         """Eat (1) or not (0): the better action under sampled weights (the predicted
-        rewards averaged over ``config.act_samples`` draws)."""
-        from ..core.sampling import use_weights
+        rewards averaged over ``config.act_samples`` draws; with ``config.act_draws``
+        "independent", each action's under draws of its own).
 
+        ``eps`` (for tests and replays): the noise of those draws instead of fresh ones,
+        ``(act_samples, 2, num_weights)`` (not eating, eating; flat in the posterior's key
+        order), the two equal where the draws are shared.
+        """
         X = self._both_actions(row)
+        shared = self.config.act_draws == "shared"
         total = None
-        for _ in range(self.config.act_samples):
-            draw = self.posterior.sample(self.ctx)
-            with use_weights(self.net, self.posterior, draw.weights, self.ctx):
-                out = self.net(X)
+        for k in range(self.config.act_samples):
+            if shared:
+                out = self._value(X, None if eps is None else eps[k][0])
+            else:
+                out = mx.nd.concat(*(self._value(X[a:a + 1], None if eps is None else eps[k][a])
+                                     for a in (PASS, EAT)), dim=0)
             total = out if total is None else total + out
         v = total.asnumpy().ravel()
         return EAT if v[1] > v[0] else PASS
+
+    def _value(self, X, eps):
+        """The network's outputs on ``X`` under one draw of the weights."""
+        from ..core.sampling import use_weights
+
+        draw = self.posterior.sample(self.ctx, eps=eps)
+        with use_weights(self.net, self.posterior, draw.weights, self.ctx):
+            return self.net(X)
 
     def _update(self, X, y, u):
         # the loss's weighting multiplies the complexity cost against the minibatch's summed
@@ -104,17 +129,22 @@ class GreedyAgent(_GluonAgent):
     """ε-greedy, in Gluon: the same network and likelihood without a posterior, learning
     at ``lr`` (default :data:`~bbb_gluon.bandit.GREEDY_LR`, the rate of the ε-greedy agents
     in :data:`~bbb_gluon.bandit.PAPER_AGENTS`, not ``config.lr``, which is Bayes by
-    Backprop's)."""
+    Backprop's) with ``optimizer`` (None: ``config.optimizer``), as an
+    :class:`~bbb_gluon.bandit.AgentSpec` with those settings does in the stacked engine."""
 
-    def __init__(self, env, config=None, seed=0, ctx=None, epsilon=0.0, lr=GREEDY_LR):
+    def __init__(self, env, config=None, seed=0, ctx=None, epsilon=0.0, lr=GREEDY_LR,
+                 optimizer=None):
         config = config or BanditConfig()
         check_positive(lr, "lr")
+        if optimizer not in (None, "adam", "sgd"):
+            raise ValueError(f"optimizer must be 'adam', 'sgd' or None, got {optimizer!r}")
         super().__init__(env, config, seed, ctx)
         self.epsilon = float(epsilon)
         self.lr = float(lr)
+        self.optimizer = optimizer or config.optimizer
         self.loss = GaussianNLLLoss(config.noise_sigma)
-        self.trainer = gluon.Trainer(self.net.collect_params(), config.optimizer,
-                                     {"learning_rate": self.lr})
+        self.trainer = gluon.Trainer(self.net.collect_params(), self.optimizer,
+                                     _optimizer_params(config, self.lr, self.optimizer))
         self.net.hybridize()
 
     def act(self, row):

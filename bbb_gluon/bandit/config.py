@@ -20,13 +20,14 @@ _FLOAT32_SQRT_MAX = 1.8e19  # about sqrt(float32's largest): a square still fits
 @dataclass(frozen=True)
 class AgentSpec:
     """One agent: ``kind`` "thompson" (Bayes by Backprop) or "greedy" (ε-greedy), and its
-    own learning rate ``lr`` (None: the configuration's), so that each agent can be run at
-    its best setting."""
+    own learning rate ``lr`` and ``optimizer`` ("adam" or "sgd"; None: the
+    configuration's), so that each agent can be run at its best setting."""
 
     name: str
     kind: str
     epsilon: float = 0.0
     lr: float | None = None
+    optimizer: str | None = None
 
     def __post_init__(self):
         if self.kind not in ("thompson", "greedy"):
@@ -37,6 +38,9 @@ class AgentSpec:
             raise ValueError("a Thompson agent explores by sampling, not by epsilon")
         if self.lr is not None:
             check_positive(self.lr, "an agent's lr")
+        if self.optimizer not in (None, "adam", "sgd"):
+            raise ValueError(f"an agent's optimizer must be 'adam', 'sgd' or None, got "
+                             f"{self.optimizer!r}")
 
 
 GREEDY_LR = 1e-3
@@ -66,7 +70,11 @@ class BanditConfig:
     complexity cost is weighted (``complexity_over``: spread over "seen", the interactions
     so far, or "buffer", the items in the buffer; or "blundell", the paper's eq. 9 across a
     step's updates, see :func:`~bbb_gluon.bandit.engine.complexity_scale`), and
-    ``rho_lr_mult``, the learning rate of ρ as a multiple of ``lr`` (Bayesian agents).
+    ``rho_lr_mult``, the learning rate of ρ as a multiple of ``lr`` (Bayesian agents);
+    ``adam_eps``, Adam's ε (MXNet's default 10⁻⁸; every agent's, ignored by SGD); and
+    ``act_draws``, how a Thompson decision draws its weights: "shared" (both actions are
+    valued under the same ``act_samples`` draws) or "independent" (each action under its
+    own draws, the first action's being the shared ones).
     """
 
     steps: int = 50000
@@ -89,6 +97,8 @@ class BanditConfig:
     rho_init: float = -5.0
     complexity_over: str = "seen"
     rho_lr_mult: float = 1.0
+    adam_eps: float = 1e-8
+    act_draws: str = "shared"
 
     def __post_init__(self):
         for name in ("steps", "hidden", "capacity", "updates", "batch", "act_samples"):
@@ -107,10 +117,13 @@ class BanditConfig:
         if self.complexity_over not in ("seen", "buffer", "blundell"):
             raise ValueError(f"complexity_over must be 'seen', 'buffer' or 'blundell', got "
                              f"{self.complexity_over!r}")
+        if self.act_draws not in ("shared", "independent"):
+            raise ValueError(f"act_draws must be 'shared' or 'independent', got "
+                             f"{self.act_draws!r}")
         if self.prior not in ("mixture", "gaussian"):
             raise ValueError(f"prior must be 'mixture' or 'gaussian', got {self.prior!r}")
         for name in ("lr", "rho_lr_mult", "prior_sigma1", "prior_sigma2", "prior_sigma",
-                     "noise_sigma"):
+                     "noise_sigma", "adam_eps"):
             check_positive(getattr(self, name), name)
             # The kernels compute in float32 (and square the noise).
             if getattr(self, name) > _FLOAT32_SQRT_MAX:
@@ -137,6 +150,10 @@ class BanditConfig:
         """The learning rate of agent ``spec``: its own, or the configuration's."""
         return self.lr if spec.lr is None else spec.lr
 
+    def agent_optimizer(self, spec):
+        """The optimiser of agent ``spec``: its own, or the configuration's."""
+        return self.optimizer if spec.optimizer is None else spec.optimizer
+
     def make_prior(self):
         if self.prior == "mixture":
             return ScaleMixturePrior(self.prior_pi, self.prior_sigma1, self.prior_sigma2)
@@ -151,7 +168,9 @@ class BanditConfig:
     @classmethod
     def from_json(cls, d):
         d = dict(d)
-        d.setdefault("rho_lr_mult", 1.0)  # runs written before it existed
+        d.setdefault("rho_lr_mult", 1.0)  # runs written before these existed
+        d.setdefault("adam_eps", 1e-8)
+        d.setdefault("act_draws", "shared")
         d["seeds"] = tuple(d["seeds"])
         d["agents"] = tuple(AgentSpec(**a) for a in d["agents"])
         return cls(**d)

@@ -34,14 +34,14 @@ class _Args(ctypes.Structure):
     _fields_ = (
         [(n, ctypes.c_int32) for n in (
             "A", "D", "H", "F", "P", "capacity", "batch", "updates", "act_samples",
-            "optimizer", "prior_kind", "chunk", "complexity_over")]
+            "prior_kind", "chunk", "complexity_over", "act_draws")]
         + [("t0", ctypes.c_int64)]
         + [(n, ctypes.c_float) for n in (
             "rho_lr_mult", "beta1", "beta2", "adam_eps", "inv_noise_var", "pi", "sigma1",
             "sigma2", "sigma")]
         + [(n, ctypes.c_void_p) for n in (
             "features", "edible", "rows", "unlucky", "explore_u", "explore_a", "epsilon",
-            "bayes", "lr", "key", "mu", "rho", "m_mu", "v_mu", "m_rho", "v_rho", "buf_row",
+            "bayes", "lr", "adam", "key", "mu", "rho", "m_mu", "v_mu", "m_rho", "v_rho", "buf_row",
             "buf_action", "buf_reward", "actions_out", "rewards_out", "loss_out")])
 
 
@@ -73,6 +73,7 @@ def kernels():
 
 
 _COMPLEXITY_OVER = {"buffer": 0, "seen": 1, "blundell": 2}  # bandit.cc's codes
+_ACT_DRAWS = {"shared": 0, "independent": 1}
 
 
 def complexity_scale(config, t, u, n):
@@ -154,6 +155,8 @@ class StackedAgents:
         self.epsilon = np.array([spec.epsilon for _, spec in self.specs], np.float32)
         self.bayes = np.array([spec.kind == "thompson" for _, spec in self.specs], np.uint8)
         self.lr = np.array([c.agent_lr(spec) for _, spec in self.specs], np.float32)
+        self.adam = np.array([c.agent_optimizer(spec) == "adam" for _, spec in self.specs],
+                             np.uint8)
         self.key = np.array([_key(seed, 3, i % len(c.agents)) for i, (seed, _) in
                              enumerate(self.specs)], np.uint64)
 
@@ -169,20 +172,20 @@ class StackedAgents:
                                    self.env.features.shape[1], self.P)
         a.capacity, a.batch, a.updates, a.act_samples = c.capacity, c.batch, c.updates, \
             c.act_samples
-        a.optimizer = 1 if c.optimizer == "adam" else 0
         a.prior_kind = 1 if isinstance(prior, ScaleMixturePrior) else 2
         a.chunk, a.t0 = chunk, t0
         a.complexity_over = _COMPLEXITY_OVER[c.complexity_over]
         a.rho_lr_mult = c.rho_lr_mult
-        a.beta1, a.beta2, a.adam_eps = 0.9, 0.999, 1e-8
+        a.act_draws = _ACT_DRAWS[c.act_draws]
+        a.beta1, a.beta2, a.adam_eps = 0.9, 0.999, c.adam_eps
         a.inv_noise_var = 1.0 / c.noise_sigma**2
         a.pi, a.sigma1, a.sigma2, a.sigma = c.prior_pi, c.prior_sigma1, c.prior_sigma2, \
             c.prior_sigma
         self._keep = [self.env.features, self.env.edible, rows, unlucky, explore_u,
-                      explore_a, self.epsilon, self.bayes, self.lr, self.key, *out]
+                      explore_a, self.epsilon, self.bayes, self.lr, self.adam, self.key, *out]
         for name, arr in zip(("features", "edible", "rows", "unlucky", "explore_u",
-                              "explore_a", "epsilon", "bayes", "lr", "key"), self._keep[:10],
-                             strict=True):
+                              "explore_a", "epsilon", "bayes", "lr", "adam", "key"),
+                             self._keep[:11], strict=True):
             setattr(a, name, _ptr(arr))
         for name in self.STATE:
             setattr(a, name, _ptr(getattr(self, name)))
@@ -279,6 +282,38 @@ def minibatch_indices(agent_key, t, u, updates, batch, n):
     with np.errstate(over="ignore"):
         h = _mix64(np.uint64(ukey) + np.arange(batch, dtype=np.uint64))
     return _below(h, n).astype(np.int64)
+
+
+def act_noise_keys(agent_key, t, k, act_draws="shared"):
+    """Keys of the weight noise of Thompson draw ``k`` at step ``t`` (0-based): ``(key for
+    not eating, key for eating)``, one key twice when ``act_draws`` is "shared"."""
+    shared = _tagged(agent_key, 3, t * 64 + k)
+    return (shared, shared if act_draws == "shared" else _tagged(agent_key, 4, t * 64 + k))
+
+
+def gluon_order(flat, width, hidden):
+    """A flat vector in the kernel's layout (``W[in][out]``) reordered as a
+    :class:`~bbb_gluon.Posterior` of :func:`~bbb_gluon.bandit.build_reward_net` lays out its
+    weights (key order, Gluon's ``(out, in)`` weights): its ``eps``, μ or ρ."""
+    return np.concatenate([x.ravel() for layer in split_params(flat, width, hidden)
+                           for x in layer])
+
+
+def thompson_action(config, width, mu, rho, inputs, agent_key, t):
+    """The action the kernel's Thompson agent takes at step ``t`` with parameters ``mu``,
+    ``rho`` (flat, the kernel's layout) on ``inputs`` (``(2, 23)``: not eating, eating),
+    computed in NumPy from the kernel's noise; returns ``(action, values)``."""
+    value = np.zeros(2)
+    sigma = np.logaddexp(0, np.asarray(rho, np.float64))
+    for k in range(config.act_samples):
+        for action, key in enumerate(act_noise_keys(agent_key, t, k, config.act_draws)):
+            w = mu + sigma * kernel_noise(key, len(mu))
+            (W1, b1), (W2, b2), (w3, b3) = split_params(w, width, config.hidden)
+            x = np.zeros(width + 2)
+            x[inputs[action]] = 1.0
+            h = np.maximum(W2 @ np.maximum(W1 @ x + b1, 0) + b2, 0)
+            value[action] += float(w3 @ h + b3)
+    return int(value[1] > value[0]), value
 
 
 # Nine parameters: the kernel's own inputs, so that tests can set each of them.

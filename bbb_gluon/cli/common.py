@@ -1,10 +1,15 @@
-"""What every command shares: exit statuses, the one-line usage error, and the helpers that
-turn a library ``ValueError`` about the user's input into one.
+"""What every command shares: exit statuses, the one-line usage error, the helpers that
+turn a library ``ValueError`` about the user's input into one, the library's defaults that
+options show, and the options of the commands that read a run folder.
 """
 
+import argparse
+import dataclasses
+import inspect
 import math
 import os
 import signal
+from types import SimpleNamespace
 
 EXIT_FAILURE = 1
 EXIT_USAGE = 2
@@ -108,3 +113,46 @@ def _describe_checkpoint(which, meta):
     where = (f"epoch {epoch}" if not batch
              else f"in epoch {epoch + 1}, after {batch} minibatches (interrupted)")
     return f"{which} checkpoint, {where}"
+
+
+def defaults_of(cls):
+    """The defaults of a dataclass's fields (``TrainConfig``, ``BanditConfig``), by name:
+    what an option shows and starts from, read from the library, never copied."""
+    return SimpleNamespace(**{
+        f.name: f.default if f.default is not dataclasses.MISSING else f.default_factory()
+        for f in dataclasses.fields(cls)})
+
+
+def defaults_of_function(function):
+    """The defaults of a function's keyword parameters, by name."""
+    return SimpleNamespace(**{name: p.default
+                              for name, p in inspect.signature(function).parameters.items()
+                              if p.default is not inspect.Parameter.empty})
+
+
+def epoch_list(text):
+    """An option's increasing epoch numbers, ``300`` or ``200,400``."""
+    try:
+        epochs = [int(e) for e in text.split(",") if e.strip()]
+    except ValueError:
+        epochs = [0]
+    if any(e < 1 for e in epochs) or epochs != sorted(set(epochs)):
+        raise argparse.ArgumentTypeError(
+            f"expected increasing epoch numbers like 300 or 200,400, got {text!r}")
+    return epochs
+
+
+def add_run_options(p, force_help):
+    """Options shared by the commands that read a finished run folder."""
+    p.add_argument("--checkpoint", choices=("best", "latest"), default="best",
+                   help="best: the lowest validation error (in a run without a validation "
+                        "split, the last finished epoch); latest: the last one written (the "
+                        "end of training, the last finished epoch of a run still training, "
+                        "or where an interrupted run stopped). The latest's files get a "
+                        "_latest suffix (e.g. pruning_latest.csv), beside the best's "
+                        "(default best)")
+    p.add_argument("--data-dir", default=None,
+                   help="folder with mnist/ and fashion-mnist/ (default: the run's, else "
+                        "$BBB_GLUON_DATA)")
+    p.add_argument("--ctx", default="cpu", help="one device: cpu or gpu:0 (default cpu)")
+    p.add_argument("--force", action="store_true", help=force_help)

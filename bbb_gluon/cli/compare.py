@@ -1,7 +1,7 @@
 """``bbb-gluon compare``: several run folders side by side.
 """
 
-from .common import UsageError, _print_table, _refuse_to_overwrite
+from .common import UsageError, _print_table, _refuse_to_overwrite, epoch_list
 
 
 def _pct(value):
@@ -16,9 +16,7 @@ def _setting(value):
 
 def cmd_compare(args):
     """One line per run folder (settings, epochs, best validation error, test errors)."""
-
-    from .._files import atomic_write_text
-    from ..runs import SUMMARY_COLUMNS, summarize_run
+    from ..runs import summarize_run
 
     _refuse_to_overwrite(args, [p for p in (args.csv, args.plot) if p])
     if args.plot and not args.plot.lower().endswith(".png"):
@@ -29,69 +27,112 @@ def cmd_compare(args):
                                        dr[1]["best_valid_error"] or 0))
     run_dirs = [d for d, _ in dirs_rows]
     rows = [r for _, r in dirs_rows]
-    header = ("run", "model", "hidden", "prior", "weighting", "rho0", "optimizer", "lr", "epochs",
-              "best", "valid", "test means", "test MC")
-    table = [header]
+    _print_table(_summary_table(rows))
+    if args.at:
+        print()
+        _print_table(_errors_at_table(run_dirs, rows, args.at))
+    if args.csv:
+        _write_csv(args.csv, rows)
+    if args.plot:
+        _plot_curves(args.plot, run_dirs, rows)
+    return 0
+
+
+def _prior(r):
+    if r["prior"] == "scale_mixture":
+        return f"pi={r['pi']:g} ls1={r['log_sigma1']:.3g} ls2={r['log_sigma2']:.3g}"
+    if r["prior"] == "gaussian":
+        return f"N(0,{r['prior_sigma']:g}^2)"
+    return "-"
+
+
+def _summary_table(rows):
+    table = [("run", "model", "hidden", "prior", "weighting", "rho0", "optimizer", "lr",
+              "epochs", "best", "valid", "test means", "test MC")]
     for r in rows:
-        if r["prior"] == "scale_mixture":
-            prior = (f"pi={r['pi']:g} ls1={r['log_sigma1']:.3g} "
-                     f"ls2={r['log_sigma2']:.3g}")
-        elif r["prior"] == "gaussian":
-            prior = f"N(0,{r['prior_sigma']:g}^2)"
-        else:
-            prior = "-"
-        epochs = f"{r['epochs_run']}/{r['epochs_planned']}"
-        table.append((r["run"], r["model"], r["hidden"], prior, r["weighting"] or "-",
+        table.append((r["run"], r["model"], r["hidden"], _prior(r), r["weighting"] or "-",
                       _setting(r["rho_init"]),
                       f"{r['optimizer']}" + ("/sum" if r["loss_reduction"] == "sum" else ""),
-                      _setting(r["lr"]), epochs,
+                      _setting(r["lr"]), f"{r['epochs_run']}/{r['epochs_planned']}",
                       str(r["best_epoch"] or "-"), _pct(r["best_valid_error"]),
                       _pct(r["test_error_means"]), _pct(r["test_error_mc"])))
-    _print_table(table)
-    if args.at:
-        from ..runs import curve_column, errors_at, read_history
+    return table
 
-        table = [("run", "error", *[f"epoch {e}" for e in args.at], "last 10")]
-        for run_dir, r in zip(run_dirs, rows, strict=True):
-            history = read_history(run_dir)
-            column = curve_column(history)
-            values = errors_at(history, args.at, column) if column else [None] * len(args.at)
-            last10 = r["last10_test_error"] if column == "test_error" else None
-            table.append((r["run"], (column or "-").replace("_error", ""),
-                          *[_pct(v) for v in values], _pct(last10)))
-        print()
-        _print_table(table)
-    if args.csv:
-        lines = [",".join(SUMMARY_COLUMNS)]
-        lines += [",".join("" if r[c] is None else str(r[c]) for c in SUMMARY_COLUMNS)
-                  for r in rows]
-        atomic_write_text(args.csv, "\n".join(lines) + "\n")
-        print(f"wrote {args.csv}")
-    if args.plot:
-        import matplotlib.pyplot as plt
 
-        from .. import plotting
-        from ..runs import read_history
+def _errors_at_table(run_dirs, rows, epochs):
+    """Each run's error (as --plot draws it) at ``epochs``, and over its last 10."""
+    from ..runs import curve_column, errors_at, read_history
 
-        names = [r["run"] for r in rows]
-        # Folders of one name in different places (runs/x, results/x) keep their paths.
-        labels = names if len(set(names)) == len(names) else run_dirs
-        from ..runs import curve_column
+    table = [("run", "error", *[f"epoch {e}" for e in epochs], "last 10")]
+    for run_dir, r in zip(run_dirs, rows, strict=True):
+        history = read_history(run_dir)
+        column = curve_column(history)
+        values = errors_at(history, epochs, column) if column else [None] * len(epochs)
+        last10 = r["last10_test_error"] if column == "test_error" else None
+        table.append((r["run"], (column or "-").replace("_error", ""),
+                      *[_pct(v) for v in values], _pct(last10)))
+    return table
 
-        curves, kinds = {}, set()
-        for run_dir, label in zip(run_dirs, labels, strict=True):
-            history = read_history(run_dir)
-            column = curve_column(history)
-            if column:
-                kinds.add(column)
-                history = [h for h in history if h.get(column) is not None]
-                curves[label] = ([h["epoch"] for h in history], [h[column] for h in history])
-        if not curves:
-            raise UsageError("--plot: no run has validation or recorded test errors to draw")
-        title = {"valid_error": "Validation error (means)",
-                 "test_error": "Test error recorded during training (means)"}
-        plt.close(plotting.plot_validation_curves(
-            curves, args.plot, title=title[kinds.pop()] if len(kinds) == 1 else
-            "Validation error, or test error where a run has no validation split (means)"))
-        print(f"wrote {args.plot}")
-    return 0
+
+def _write_csv(path, rows):
+    from .._files import atomic_write_text
+    from ..runs import SUMMARY_COLUMNS
+
+    lines = [",".join(SUMMARY_COLUMNS)]
+    lines += [",".join("" if r[c] is None else str(r[c]) for c in SUMMARY_COLUMNS)
+              for r in rows]
+    atomic_write_text(path, "\n".join(lines) + "\n")
+    print(f"wrote {path}")
+
+
+def _plot_curves(path, run_dirs, rows):
+    import matplotlib.pyplot as plt
+
+    from .. import plotting
+    from ..runs import curve_column, read_history
+
+    names = [r["run"] for r in rows]
+    # Folders of one name in different places (runs/x, results/x) keep their paths.
+    labels = names if len(set(names)) == len(names) else run_dirs
+    curves, kinds = {}, set()
+    for run_dir, label in zip(run_dirs, labels, strict=True):
+        history = read_history(run_dir)
+        column = curve_column(history)
+        if column:
+            kinds.add(column)
+            history = [h for h in history if h.get(column) is not None]
+            curves[label] = ([h["epoch"] for h in history], [h[column] for h in history])
+    if not curves:
+        raise UsageError("--plot: no run has validation or recorded test errors to draw")
+    title = {"valid_error": "Validation error (means)",
+             "test_error": "Test error recorded during training (means)"}
+    plt.close(plotting.plot_validation_curves(
+        curves, path, title=title[kinds.pop()] if len(kinds) == 1 else
+        "Validation error, or test error where a run has no validation split (means)"))
+    print(f"wrote {path}")
+
+
+def add_parser(sub):
+    p = sub.add_parser("compare", help="one line per run folder: settings, best validation "
+                                       "error, test errors",
+                       description="Summarise run folders (finished, still training, or the "
+                                   "copies under results/): the prior and training settings, "
+                                   "epochs run of those planned, the best validation error "
+                                   "and its epoch (from history.csv), and the test errors "
+                                   "once training has finished (metrics.json).")
+    p.add_argument("run_dirs", metavar="RUN_DIR", nargs="+",
+                   help="run folders written by bbb-gluon train (or copies under results/)")
+    p.add_argument("--sort", choices=("none", "valid"), default="none",
+                   help="order: as given (none) or by best validation error (valid)")
+    p.add_argument("--csv", default=None, help="also write every summary column to this CSV")
+    p.add_argument("--plot", default=None,
+                   help="also draw the runs' error over epochs into this PNG (validation "
+                        "error, or the test error recorded with --monitor-test where a run "
+                        "has no validation split)")
+    p.add_argument("--at", default=None, type=epoch_list,
+                   help="also print each run's error (as --plot draws it) at these epochs, "
+                        "e.g. 100,200,300,600")
+    p.add_argument("--force", action="store_true",
+                   help="overwrite an existing --csv or --plot file")
+    p.set_defaults(func=cmd_compare)
+    return p

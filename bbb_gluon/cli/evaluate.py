@@ -2,12 +2,15 @@
 trained run.
 """
 
+import sys
+
 from .common import (
     UsageError,
     _contexts,
     _describe_checkpoint,
     _read_run_config,
     _refuse_to_overwrite,
+    add_run_options,
 )
 
 
@@ -21,16 +24,20 @@ def cmd_evaluate(args):
     if args.bins < 1:
         raise UsageError(f"--bins must be >= 1, got {args.bins}")
     run_dir, which = args.run_dir, args.checkpoint
-    dataset = _read_run_config(run_dir)["data"].get("dataset")
+    stored = _read_run_config(run_dir)["data"]
     ood = args.ood if args.ood is not None else default_ood(run_dir)
     if ood == "none":
         ood = None
-    _refuse_to_overwrite(args, evaluation_files(run_dir, which, ood))
     if ood is not None and ood not in data.DATASETS:
         raise UsageError(f"--ood: unknown dataset {ood!r}; choose one of {data.DATASETS} "
                          "or none")
-    if ood is not None and ood == dataset:
+    if ood is not None and ood == stored.get("dataset"):
         raise UsageError(f"--ood {ood} is the run's own dataset; choose another or none")
+    data_dir = args.data_dir if args.data_dir is not None else stored.get("data_dir")
+    skipped = ood is not None and _skipped(ood, data_dir, given=args.ood is not None)
+    if skipped:
+        ood = None
+    _refuse_to_overwrite(args, evaluation_files(run_dir, which, ood))
     ctx = _contexts(args.ctx)
     if len(ctx) != 1:
         raise UsageError("--ctx: evaluate runs on one device")
@@ -55,4 +62,56 @@ def cmd_evaluate(args):
         print(text)
     print(f"wrote {evaluation_files(run_dir, which)[0]} and "
           f"{', '.join(report['plots'].values())}")
+    if skipped:
+        print(f"bbb-gluon evaluate: note: {skipped}", file=sys.stderr)
     return 0
+
+
+def _skipped(ood, data_dir, given):
+    """Why the out-of-distribution test is skipped, or None: the default dataset is
+    skipped where the data folder lacks it, with a note naming --ood none; a dataset of
+    the user's choice is a usage error instead. (Without a data folder MXNet may
+    download it.)"""
+    from ..data import DatasetNotFoundError, find_data_root, require_datasets
+
+    root = find_data_root(data_dir)
+    if root is None or not root.is_dir():  # the run's own data are reported first
+        return None
+    try:
+        require_datasets(ood, root=root)
+    except DatasetNotFoundError as e:
+        if given:
+            raise UsageError(f"--ood {ood}: {e} Or evaluate without the "
+                             "out-of-distribution test: --ood none") from None
+        return (f"{ood} is not in the data folder {root} (docs/data.md says how to add "
+                "it), so the out-of-distribution test was skipped; --ood none skips it "
+                "without this note")
+    return None
+
+
+def add_parser(sub):
+    p = sub.add_parser("evaluate", help="test error, calibration and OOD detection of a run",
+                       description="Evaluate a run folder's best (or, with --checkpoint latest, "
+                                   "its end-of-training) checkpoint on its test split "
+                                   "(the data settings stored in config.json): test error with "
+                                   "the means and with the Monte-Carlo predictive (weight "
+                                   "samples for bbb, MC dropout for dropout, the softmax for "
+                                   "plain), NLL, Brier score, expected calibration error, and "
+                                   "the AUROC of predictive entropy and mutual information "
+                                   "separating the test images from another dataset's. Writes "
+                                   "evaluation.json, reliability.png, least_certain.png and "
+                                   "entropy_histograms.png into the run folder.")
+    p.add_argument("run_dir", metavar="RUN_DIR", help="a run folder written by bbb-gluon train")
+    p.add_argument("--samples", type=int, default=100,
+                   help="weight samples (bbb) or dropout masks (dropout) of the predictive "
+                        "(default 100)")
+    p.add_argument("--ood", default=None,
+                   help="out-of-distribution dataset: mnist, fashion-mnist or none (default: "
+                        "the one the run was not trained on)")
+    p.add_argument("--bins", type=int, default=15,
+                   help="equal-width confidence bins of the ECE and reliability diagram "
+                        "(default 15)")
+    add_run_options(p, "overwrite an existing evaluation.json and plots (with --checkpoint "
+                        "latest: their _latest versions)")
+    p.set_defaults(func=cmd_evaluate)
+    return p

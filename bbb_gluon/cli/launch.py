@@ -2,6 +2,7 @@
 commands for several).
 """
 
+import argparse
 import sys
 
 from .common import EXIT_FAILURE, UsageError, _stop_listening
@@ -71,3 +72,37 @@ def cmd_launch(args):
         print("bbb-gluon launch: interrupted; every process of the run has stopped",
               file=sys.stderr)
         return e.exit_status
+
+
+def add_parser(sub):
+    p = sub.add_parser("launch", help="train on several processes or machines (MXNet's "
+                                      "parameter server, dist_sync)",
+                       description="Start MXNet's scheduler, SERVERS servers and WORKERS "
+                                   "workers running the command after --, watch them, and "
+                                   "stop every one of them when one fails, on Ctrl-C (after "
+                                   "the workers have saved a checkpoint) or after --timeout. "
+                                   "A train command gets --kvstore=dist_sync. The processes "
+                                   "talk without authentication: use a trusted network.",
+                       epilog="example: bbb-gluon launch -n 2 -s 1 -- train --epochs 1 "
+                              "--out runs/two-workers")
+    p.add_argument("-n", "--workers", type=int, default=2, help="workers (default 2)")
+    p.add_argument("-s", "--servers", type=int, default=1, help="servers (default 1)")
+    p.add_argument("--timeout", type=float, default=None,
+                   help="seconds the whole run may take before every process is stopped")
+    p.add_argument("--threads", type=int, default=None,
+                   help="OMP_NUM_THREADS of each worker (default: the cores divided among "
+                        "the workers of a machine)")
+    p.add_argument("--host", default="127.0.0.1",
+                   help="interface to bind on this machine (default 127.0.0.1: loopback)")
+    p.add_argument("--port", type=int, default=None,
+                   help="the scheduler's port (default a free one; 9091 with --host-file)")
+    p.add_argument("--host-file", default=None,
+                   help="machines to run on, one address per line (the scheduler on the "
+                        "first), reached by ssh; each needs this folder and environment")
+    p.add_argument("--print-commands", action="store_true",
+                   help="print the command each process needs on its machine instead of "
+                        "running anything")
+    p.add_argument("command", nargs=argparse.REMAINDER,
+                   help="-- then the workers' command: train ... or a program of yours")
+    p.set_defaults(func=cmd_launch)
+    return p

@@ -21,11 +21,11 @@ def main(argv=None):
     # The console script and ``python -m bbb_gluon`` call main() with no arguments.
     _PROGRAM["running"] = argv is None
     parser = build_parser()
-    args = parser.parse_args(argv)
+    args = _parse(parser, argv)
     if getattr(args, "recipe", None):
         # The recipe's values become the defaults, so options given beside it still win.
         parser.train_parser.set_defaults(**RECIPES[args.recipe])
-        args = parser.parse_args(argv)
+        args = _parse(parser, argv)
     if _PROGRAM["running"]:
         # Before any MXNet operator, or the thread count can no longer go up (quietly:
         # main() called in a process that already ran operators keeps MXNet's count).
@@ -56,3 +56,11 @@ def main(argv=None):
         print("interrupted", file=sys.stderr)
         return getattr(e, "exit_status", EXIT_INTERRUPTED)
 
+
+def _parse(parser, argv):
+    """The arguments; one the command does not know is reported by that command's parser
+    (its name and its --help), not by the top level's."""
+    args, unknown = parser.parse_known_args(argv)
+    if unknown:
+        parser.commands[args.command].error(f"unrecognized arguments: {' '.join(unknown)}")
+    return args

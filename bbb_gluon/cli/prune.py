@@ -8,6 +8,7 @@ from .common import (
     _describe_checkpoint,
     _read_run_config,
     _refuse_to_overwrite,
+    add_run_options,
 )
 
 
@@ -61,3 +62,25 @@ def cmd_prune(args):
               f"{r['corr_abs_mu_sigma']:+.2f}")
     print(f"wrote {', '.join(paths[:-1])} and {paths[-1]}")
     return 0
+
+
+def add_parser(sub):
+    p = sub.add_parser("prune", help="signal-to-noise pruning of a bbb run (paper's Table 2)",
+                       description="Set the lowest fraction of the weights of a bbb run's best "
+                                   "(or, with --checkpoint latest, its end-of-training) "
+                                   "checkpoint (biases are kept) to zero, ranked globally "
+                                   "by |mu|/sigma and, for comparison, by |mu|, and report "
+                                   "the test error with the means. Writes pruning.csv, "
+                                   "pruned_<largest fraction>.params (weights in sparse CSR "
+                                   "storage; its size against dense is printed), "
+                                   "weight_statistics.json (how sigma relates to |mu| per "
+                                   "layer, also printed), snr_histogram.png and snr_cdf.png "
+                                   "into the run folder.")
+    p.add_argument("run_dir", metavar="RUN_DIR", help="a bbb run folder")
+    p.add_argument("--fractions", default="0,0.5,0.75,0.95,0.98",
+                   help="comma-separated fractions of the weights to remove, each in [0, 1] "
+                        "(default 0,0.5,0.75,0.95,0.98)")
+    add_run_options(p, "overwrite an existing pruning.csv, sparse export, statistics and "
+                        "plots (with --checkpoint latest: their _latest versions)")
+    p.set_defaults(func=cmd_prune)
+    return p

@@ -1,10 +1,14 @@
-"""``bbb-gluon train``: train one network and write its run folder.
+"""``bbb-gluon train``: train one network and write its run folder. Its options show and
+start from the library's defaults (``TrainConfig``'s fields, ``load_dataset``'s keywords).
 """
 
+import argparse
 import dataclasses
+import math
 import os
 import sys
 import time
+from types import SimpleNamespace
 
 from .common import (
     EXIT_DIVERGED,
@@ -14,7 +18,239 @@ from .common import (
     _read_run_config,
     _sigma,
     _stop_listening,
+    defaults_of,
+    defaults_of_function,
+    epoch_list,
 )
+
+TEST_SAMPLES = 10  # of the final test error, when neither the option nor the run says
+
+
+def _config_defaults():
+    from ..training import TrainConfig
+
+    return defaults_of(TrainConfig)
+
+
+def _prior_defaults(prior):
+    """(kind, pi, sigma1, sigma2, gaussian sigma) of TrainConfig's default prior, a dict
+    as make_prior takes it or a Prior object."""
+    from ..core.priors import GaussianPrior, ScaleMixturePrior
+
+    if isinstance(prior, dict):
+        kind, prior = prior["kind"], SimpleNamespace(**prior)
+    else:
+        kind = "gaussian" if isinstance(prior, GaussianPrior) else "scale_mixture"
+    mixture = prior if kind == "scale_mixture" else ScaleMixturePrior()
+    gaussian = prior if kind == "gaussian" else GaussianPrior()
+    return kind, mixture.pi, mixture.sigma1, mixture.sigma2, gaussian.sigma
+
+
+def add_parser(sub):
+    from ..training.config import RECIPES
+
+    p = sub.add_parser("train", help="train bbb / plain / dropout MLPs on (Fashion-)MNIST",
+                       description="Train on (Fashion-)MNIST; writes config.json, metrics.json, "
+                                   "history.csv/json, learning_curve.png and checkpoints/ "
+                                   "into the run folder.")
+    p.add_argument("--recipe", choices=sorted(RECIPES), default=None,
+                   help="a named set of options; options given beside it win. paper: "
+                        + _recipe_help(RECIPES["paper"]))
+    d = _config_defaults()
+    _add_data_args(p)
+    _add_model_args(p, d)
+    _add_prior_args(p, d)
+    _add_optimisation_args(p, d)
+    _add_output_args(p, d)
+    p.set_defaults(func=cmd_train)
+    return p
+
+
+def _recipe_help(recipe):
+    def option(key, value):
+        flag = "--" + key.replace("_", "-")
+        if value is True:
+            return flag
+        if isinstance(value, list):  # written with '=' so that argparse reads -3.5,-3
+            return flag + "=" + ",".join(f"{v:g}" for v in value)
+        return f"{flag} {value:g}" if isinstance(value, float) else f"{flag} {value}"
+
+    return ", ".join(option(k, v) for k, v in recipe.items())
+
+
+def _hidden(text):
+    try:
+        units = [int(u) for u in text.split(",") if u.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected units like 400,400, got {text!r}") from None
+    if not units or min(units) < 1:
+        raise argparse.ArgumentTypeError(f"expected positive units like 400,400, got {text!r}")
+    return units
+
+
+def _weighting(text):
+    if text in ("uniform", "blundell"):
+        return text
+    try:
+        return float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"weighting must be uniform, blundell or a number, got {text!r}") from None
+
+
+def _rho_init(text):
+    try:
+        values = [float(v) for v in text.split(",")]
+    except ValueError:
+        values = []
+    if len(values) == 1:
+        return values[0]
+    if len(values) == 2 and values[0] <= values[1]:
+        return values
+    raise argparse.ArgumentTypeError(
+        f"expected a number like -3 or a range LOW,HIGH like -3.5,-3, got {text!r}")
+
+
+def _shown(value):
+    """A default as an option writes it: 400,400 for a tuple, -3.5,-3 for a range."""
+    if isinstance(value, list | tuple):
+        return ",".join(f"{v:g}" for v in value) or "none"
+    return f"{value:g}" if isinstance(value, float) else str(value)
+
+
+def _add_data_args(p):
+    from ..data import load_dataset
+
+    d = defaults_of_function(load_dataset)
+    g = p.add_argument_group("data")
+    g.add_argument("--dataset", default=d.name,
+                   help=f"mnist or fashion-mnist (default {d.name})")
+    g.add_argument("--data-dir", default=None,
+                   help="folder with mnist/ and fashion-mnist/ (default: $BBB_GLUON_DATA, "
+                        "else MXNet's download)")
+    g.add_argument("--transform", default=d.transform, choices=["126", "255", "standardize"],
+                   help="pixel scaling: divide by 126 (the paper's), by 255, or standardise "
+                        f"(default {d.transform})")
+    g.add_argument("--num-valid", type=int, default=d.num_valid,
+                   help=f"training images held out for validation (default {d.num_valid}; "
+                        "0: train on all 60,000 and report the end-of-training network)")
+    g.add_argument("--subset", type=int, default=d.subset,
+                   help="use at most this many images of each split (quick runs)")
+
+
+def _add_model_args(p, d):
+    g = p.add_argument_group("model")
+    g.add_argument("--model", default=d.model,
+                   help=f"bbb, plain or dropout (default {d.model})")
+    g.add_argument("--hidden", type=_hidden, default=list(d.hidden),
+                   help=f"units per hidden layer, comma-separated (default {_shown(d.hidden)})")
+    g.add_argument("--activation", default=d.activation,
+                   help=f"relu, tanh, sigmoid, softrelu (default {d.activation})")
+    g.add_argument("--dropout", type=float, default=d.dropout,
+                   help=f"drop rate of --model dropout (default {d.dropout:g})")
+
+
+def _add_prior_args(p, d):
+    kind, pi, sigma1, sigma2, sigma = _prior_defaults(d.prior)
+    log1, log2 = round(math.log(sigma1), 6), round(math.log(sigma2), 6)
+    g = p.add_argument_group("prior and posterior (bbb)")
+    g.add_argument("--prior", default=kind, choices=["scale_mixture", "gaussian"],
+                   help="the paper's mixture of two zero-mean Gaussians (--pi, --log-sigma1, "
+                        f"--log-sigma2) or one (--prior-sigma) (default {kind})")
+    g.add_argument("--pi", type=float, default=pi, help=f"mixture weight (default {pi:g})")
+    g.add_argument("--log-sigma1", type=float, default=log1,
+                   help=f"natural log of the wide component's sigma (default {log1:g}: "
+                        f"sigma1={sigma1:.3g})")
+    g.add_argument("--log-sigma2", type=float, default=log2,
+                   help=f"natural log of the narrow component's sigma (default {log2:g})")
+    g.add_argument("--prior-sigma", type=float, default=sigma,
+                   help=f"sigma of --prior gaussian (default {sigma:g})")
+    g.add_argument("--complexity", default=d.complexity, choices=["mc", "kl"],
+                   help="Monte-Carlo complexity cost, or closed-form KL (Gaussian prior) "
+                        f"(default {d.complexity})")
+    g.add_argument("--weighting", type=_weighting, default=d.weighting,
+                   help="complexity weighting: uniform, blundell, or a constant (default "
+                        f"{_shown(d.weighting)})")
+    g.add_argument("--samples", type=int, default=d.samples,
+                   help=f"weight samples per step (default {d.samples})")
+    g.add_argument("--mu-init", default=d.mu_init, choices=["normal", "uniform"],
+                   help="mu ~ N(0, mu_scale^2) (normal) or U(-mu_scale, mu_scale) (default "
+                        f"{d.mu_init})")
+    g.add_argument("--mu-scale", type=float, default=d.mu_scale,
+                   help="standard deviation (normal) or half-width (uniform) of mu's start "
+                        f"(default {d.mu_scale:g})")
+    rho = d.rho_init
+    g.add_argument("--rho-init", type=_rho_init,
+                   default=list(rho) if isinstance(rho, list | tuple) else rho,
+                   help=f"initial rho: a constant (default {_shown(rho)}"
+                        + ("" if isinstance(rho, list | tuple)
+                           else f": sigma {math.log1p(math.exp(rho)):.2g}")
+                        + ") or a range LOW,HIGH drawn uniformly (write --rho-init=-3.5,-3)")
+
+
+def _add_optimisation_args(p, d):
+    g = p.add_argument_group("optimisation")
+    g.add_argument("--epochs", type=int, default=None,
+                   help=f"epochs in all (default {d.epochs}; with --resume: the stored count)")
+    g.add_argument("--optimizer", default=d.optimizer, choices=["adam", "sgd"],
+                   help="adam or sgd: plain gradient descent, no momentum (default "
+                        f"{d.optimizer})")
+    g.add_argument("--lr", type=float, default=d.lr,
+                   help="learning rate on the gradient of the batch cost that "
+                        f"--loss-reduction names (default {d.lr:g})")
+    g.add_argument("--loss-reduction", default=d.loss_reduction, choices=["mean", "sum"],
+                   help="the optimiser differentiates the batch's mean cost (Gluon's "
+                        "convention) or its sum (the paper's eq. 8: SGD at lr 1e-3 with sum "
+                        "equals lr 0.128 with mean at batch 128) (default "
+                        f"{d.loss_reduction})")
+    g.add_argument("--lr-decay-epochs", type=epoch_list, default=list(d.lr_decay_epochs),
+                   help="epochs after which the learning rate is multiplied by "
+                        "--lr-decay-factor, e.g. 300 or 200,400 (default "
+                        f"{_shown(d.lr_decay_epochs)})")
+    g.add_argument("--lr-decay-factor", type=float, default=d.lr_decay_factor,
+                   help=f"factor of each learning-rate decay (default {d.lr_decay_factor:g})")
+    g.add_argument("--rho-lr-mult", type=float, default=d.rho_lr_mult,
+                   help="multiplier of the learning rate for rho (default "
+                        f"{d.rho_lr_mult:g}; 1: the same step as mu)")
+    g.add_argument("--batch-size", type=int, default=d.batch_size,
+                   help=f"examples per minibatch (default {d.batch_size})")
+    g.add_argument("--seed", type=int, default=d.seed,
+                   help="seed of the initialisation, the data order and the weight noise "
+                        f"(default {d.seed})")
+    g.add_argument("--engine", default=d.engine, choices=["auto", "fused", "reference"],
+                   help="how a bbb step is computed: the compiled CPU kernels (fused), "
+                        "MXNet operators with autograd (reference), or fused where it "
+                        f"builds (auto) (default {d.engine})")
+
+
+def _add_output_args(p, d):
+    g = p.add_argument_group("evaluation and output")
+    g.add_argument("--eval-samples", type=int, default=d.eval_samples,
+                   help="weight samples of the per-epoch Monte-Carlo validation error "
+                        f"(default {d.eval_samples})")
+    g.add_argument("--test-samples", type=int, default=None,
+                   help="weight samples of the final Monte-Carlo test error (default "
+                        f"{TEST_SAMPLES}; with --resume: the run's stored count)")
+    g.add_argument("--monitor-test", action="store_true",
+                   help="record the test error after every epoch (history columns test_error, "
+                        "test_error_mc); it chooses nothing")
+    g.add_argument("--ctx", default="cpu", help="cpu, gpu, gpu:0,gpu:1 or cpu:0,cpu:1")
+    g.add_argument("--kvstore", default=None,
+                   choices=("device", "local", "dist_sync", "dist_sync_device"),
+                   help="how gradients are combined: across this process's devices (device, "
+                        "the default; local), or across the workers of a run started by "
+                        "bbb-gluon launch (dist_sync, dist_sync_device)")
+    g.add_argument("--out", default=None,
+                   help="run folder (default runs/<dataset>-<model>-<hidden>-s<seed>)")
+    g.add_argument("--resume", nargs="?", const=True, default=False, choices=("best",),
+                   help="continue the run in --out from its latest checkpoint (its stored "
+                        "settings are used; --epochs may extend it); if that is corrupt, "
+                        "from the best one, which holds the optimiser state. --resume best: "
+                        "from a best checkpoint that holds none (older runs), with a fresh "
+                        "optimiser")
+    g.add_argument("--no-progress", action="store_true",
+                   help="no progress bar, only one line per epoch (what a log gets when the "
+                        "output is not a terminal)")
 
 
 def _config_from_args(args):
@@ -28,7 +264,8 @@ def _config_from_args(args):
                  "sigma2": _sigma(args.log_sigma2, "--log-sigma2")}
     return TrainConfig(
         model=args.model, hidden=tuple(args.hidden), activation=args.activation,
-        epochs=10 if args.epochs is None else args.epochs, optimizer=args.optimizer,
+        epochs=_config_defaults().epochs if args.epochs is None else args.epochs,
+        optimizer=args.optimizer,
         lr=args.lr, batch_size=args.batch_size,
         samples=args.samples, weighting=args.weighting, complexity=args.complexity,
         prior=prior, mu_init=args.mu_init, mu_scale=args.mu_scale, rho_init=args.rho_init,
@@ -48,10 +285,10 @@ def _resumed_settings(args):
         config = dataclasses.replace(config, epochs=args.epochs)
         _checked(config.validate)
     data_args = stored["data"]
-    # Runs written before the count was stored were evaluated with the default, 10.
+    # Runs written before the count was stored were evaluated with the default.
     evaluation = stored.get("evaluation", {})
-    stored_samples = evaluation.get("test_samples", 10) if isinstance(evaluation, dict) \
-        else None
+    stored_samples = (evaluation.get("test_samples", TEST_SAMPLES)
+                      if isinstance(evaluation, dict) else None)
     if isinstance(stored_samples, bool) or not isinstance(stored_samples, int) \
             or stored_samples < 0:
         raise UsageError(f"{args.out}/config.json: evaluation.test_samples must be a "
@@ -68,17 +305,15 @@ def _new_settings(args):
     data_args = {"dataset": args.dataset, "transform": args.transform,
                  "num_valid": args.num_valid, "subset": args.subset,
                  "data_dir": args.data_dir, "monitor_test": args.monitor_test}
-    test_samples = 10 if args.test_samples is None else args.test_samples
+    test_samples = TEST_SAMPLES if args.test_samples is None else args.test_samples
     if data_args["dataset"] not in data.DATASETS:
         raise UsageError(f"unknown dataset {args.dataset!r}; choose one of {data.DATASETS}")
     return config, data_args, test_samples
 
 
-def cmd_train(args):
-    from .. import data
-    from ..training import TrainingDiverged, TrainingInterrupted, fit
-    from ..training.report import write_report
-
+def _settings(args):
+    """(config, data settings, test samples, run folder): the stored run's with --resume,
+    else the command line's for a folder that holds no run."""
     if args.test_samples is not None and args.test_samples < 0:
         raise UsageError(f"--test-samples must be >= 0, got {args.test_samples}")
     if args.resume:
@@ -98,6 +333,15 @@ def cmd_train(args):
             for name in ("checkpoints/latest.params", "history.json", "metrics.json")):
         raise UsageError(f"{out} already holds a run; use --resume or another --out "
                          "(nothing was changed)")
+    return config, data_args, test_samples, out
+
+
+def cmd_train(args):
+    from .. import data
+    from ..training import TrainingDiverged, TrainingInterrupted, fit
+    from ..training.report import write_report
+
+    config, data_args, test_samples, out = _settings(args)
     ctxs = _contexts(args.ctx)
     group = _worker_group(args.kvstore)
     lead = group.rank == 0  # in a distributed run, rank 0 reports and writes the files
@@ -113,7 +357,8 @@ def cmd_train(args):
     try:
         result = fit(config, splits.train, splits.valid, run_dir=out, ctx=ctxs,
                      kvstore=group.kvstore or args.kvstore,
-                     resume=args.resume, progress=not args.no_progress,
+                     resume=args.resume,
+                     progress="lines" if args.no_progress else True,
                      extra_config={"data": data_args,
                                    "evaluation": {"test_samples": test_samples}},
                      test=splits.test if data_args.get("monitor_test") else None)

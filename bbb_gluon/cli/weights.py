@@ -41,3 +41,25 @@ def cmd_weights(args):
     plt.close(fig)
     print(f"wrote {args.out}")
     return 0
+
+
+def add_parser(sub):
+    p = sub.add_parser("weights", help="density of the weights of several runs (paper's Fig. 3)",
+                       description="Plot the density of every Dense weight (biases left out) "
+                                   "of each run's best checkpoint on one axis: one draw from "
+                                   "the posterior of a bbb run (or its means with --draw "
+                                   "means), the weights of plain and dropout runs. Prints "
+                                   "the spread of each.")
+    p.add_argument("run_dirs", metavar="RUN_DIR", nargs="+",
+                   help="run folders written by bbb-gluon train")
+    p.add_argument("--out", required=True, help="PNG file to write")
+    p.add_argument("--labels", default=None, help="comma-separated legend labels, one per run")
+    p.add_argument("--draw", choices=("sample", "means"), default="sample",
+                   help="bbb runs: one posterior sample (default) or the means")
+    p.add_argument("--seed", type=int, default=0, help="seed of the posterior sample")
+    p.add_argument("--bins", type=int, default=200,
+                   help="histogram bins of the density (default 200)")
+    p.add_argument("--ctx", default="cpu", help="one device: cpu or gpu:0 (default cpu)")
+    p.add_argument("--force", action="store_true", help="overwrite an existing --out file")
+    p.set_defaults(func=cmd_weights)
+    return p

@@ -57,14 +57,16 @@ def _mxnet_cache_dir(name: str) -> Path:
 def _not_found_message(name: str, problem: str, searched: list[Path]) -> str:
     files = ", ".join(_all_file_names())
     folders = ", ".join(str(p) for p in searched)
+    debian = (f"; on Debian/Ubuntu, 'apt-get install -y dataset-fashion-mnist' puts them in "
+              f"{_DEBIAN_FASHION} (link it as fashion-mnist/)" if name == "fashion-mnist"
+              else "")
     return (
         f"Dataset {name!r} not found: {problem} Searched: {folders}. "
         f"Expected the four files {files} in a subfolder named {name!r}. "
-        f"To fix this, set the environment variable {ENV_VAR} (or pass root=...) to a folder "
-        f"with 'mnist/' and 'fashion-mnist/' subfolders, each holding these four files; on "
-        f"Debian/Ubuntu, 'apt-get install -y dataset-fashion-mnist' puts the Fashion-MNIST "
-        f"files in {_DEBIAN_FASHION}; or connect to the internet and leave {ENV_VAR} unset "
-        f"so that MXNet can download them into {_mxnet_cache_dir(name)}."
+        f"To fix this, set the environment variable {ENV_VAR} to a data folder with a "
+        f"{name + '/'!r} subfolder holding these four files{debian}; or connect to the "
+        f"internet and leave {ENV_VAR} unset so that MXNet can download them into "
+        f"{_mxnet_cache_dir(name)}."
     )
 
 
@@ -221,7 +223,7 @@ def _download_raw(name: str, train: bool) -> tuple[np.ndarray, np.ndarray]:
         if len(reason) > 300:
             reason = reason[:297] + "..."
         problem = (
-            f"no data folder is configured (neither root= nor {ENV_VAR} is set) and MXNet's "
+            f"no data folder is configured ({ENV_VAR} is unset, none was given) and MXNet's "
             f"download into {cache} failed ({type(exc).__name__}: {reason})."
         )
         raise DatasetNotFoundError(_not_found_message(name, problem, [cache])) from None
@@ -275,13 +277,17 @@ def load_raw(
 
     folder = data_root / name
     images_file, labels_file = FILE_NAMES["train" if train else "test"]
-    source = f"root={str(root)!r}" if root is not None and str(root) != "" else ENV_VAR
+    source = "given" if root is not None and str(root) != "" else f"from {ENV_VAR}"
+    if not data_root.is_dir():
+        problem = (f"the data folder {data_root} ({source}) "
+                   + ("is not a folder." if data_root.exists() else "does not exist."))
+        raise DatasetNotFoundError(_not_found_message(name, problem, [data_root]))
     if not folder.is_dir():
-        problem = f"the data folder {data_root} (from {source}) has no {name!r} subfolder."
+        problem = f"the data folder {data_root} ({source}) has no {name!r} subfolder."
         raise DatasetNotFoundError(_not_found_message(name, problem, [folder]))
     missing = [f for f in (images_file, labels_file) if not (folder / f).is_file()]
     if missing:
-        problem = f"{folder} (from {source}) lacks {', '.join(missing)}."
+        problem = f"{folder} ({source}) lacks {', '.join(missing)}."
         raise DatasetNotFoundError(_not_found_message(name, problem, [folder]))
 
     images = read_idx(folder / images_file)

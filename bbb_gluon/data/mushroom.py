@@ -19,8 +19,8 @@ MUSHROOM_FILE = "agaricus-lepiota.data"
 
 # Where the file comes from and where it goes: load_mushroom's and require_datasets' hint.
 MUSHROOM_HINT = (f"Put the UCI file {MUSHROOM_FILE} (archive.ics.uci.edu, data set 73) in a "
-                 f"'mushroom/' subfolder of the data folder and point {ENV_VAR} (or root=...) "
-                 f"at that folder; in this project, `make data` links ../shared/data/mushroom.")
+                 f"'mushroom/' subfolder of the data folder and point {ENV_VAR} at that "
+                 f"folder; in this project, `make data` links ../shared/data/mushroom.")
 
 # The attribute values the .names file lists (126 with stalk-root's '?'), in its order.
 _MUSHROOM_ATTRIBUTES = (
@@ -95,6 +95,11 @@ def load_mushroom(root: str | os.PathLike | None = None) -> Mushrooms:
         raise DatasetNotFoundError(f"Dataset 'mushroom' not found: no data folder is "
                                    f"configured ({ENV_VAR} is unset). {MUSHROOM_HINT}")
     path = data_root / "mushroom" / MUSHROOM_FILE
+    if not data_root.is_dir():
+        raise DatasetNotFoundError(
+            f"Dataset 'mushroom' not found: the data folder {data_root} "
+            + ("is not a folder. " if data_root.exists() else "does not exist. ")
+            + MUSHROOM_HINT)
     if not path.is_file():
         raise DatasetNotFoundError(f"Dataset 'mushroom' not found: {path} does not exist. "
                                    f"{MUSHROOM_HINT}")

@@ -56,7 +56,7 @@ def require_datasets(*names: str, root: str | os.PathLike | None = None) -> Path
     data_root = find_data_root(root)
     if data_root is not None and not data_root.is_dir():
         raise DatasetNotFoundError(f"the data folder {data_root} does not exist or is not a "
-                                   f"folder; point {ENV_VAR} (or root=...) at the folder that "
+                                   f"folder; point {ENV_VAR} at the folder that "
                                    f"holds mnist/, fashion-mnist/ and mushroom/ (docs/data.md)")
     problems = []
     for name in dict.fromkeys(names):

@@ -3,8 +3,8 @@
 ``config`` says what a run is (``TrainConfig``), ``model`` builds the network it names,
 ``prepare`` checks the input and sets the run up, ``loop`` runs it (``fit``), ``checkpoint``
 writes and reads the run folder (``load_run``), ``guards`` stop it at a Ctrl-C or when it
-diverges, ``history`` keeps its record, and ``report`` writes a finished run's test errors
-(``write_report``).
+diverges, ``history`` keeps its record, ``progress`` shows it as it goes, and ``report``
+writes a finished run's test errors (``write_report``).
 """
 
 from .checkpoint import CheckpointError, load_run

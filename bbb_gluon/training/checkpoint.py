@@ -3,7 +3,10 @@ states and where training stood, written atomically and read back with clear err
 ``load_run`` rebuilds a trained network from its folder.
 """
 
+import filecmp
 import os
+import shutil
+import sys
 import tempfile
 
 import mxnet as mx
@@ -12,6 +15,7 @@ from .._files import (
     array_bytes,
     array_json,
     atomic_nd_save,
+    atomic_write,
     bytes_array,
     json_array,
     read_nd_file,
@@ -34,6 +38,11 @@ _FORMATS_READ = (_FORMAT,)
 
 class CheckpointError(ValueError):
     """A run folder or checkpoint that cannot be used (missing, corrupt, or another model)."""
+
+
+class _Unreadable(CheckpointError):
+    """A checkpoint file that is missing or corrupt (not one of another version or model):
+    a resumed run may continue from the best one instead."""
 
 
 # Prefixes of the posterior's and the loss's own parameters in checkpoints: each under the
@@ -104,17 +113,87 @@ def _read_checkpoint(path):
             extra_blobs.append(array_bytes(arrays.pop(f"__trainer{i}__")))
             i += 1
     except FileNotFoundError:
-        raise CheckpointError(f"no checkpoint at {path}") from None
+        raise _Unreadable(f"no checkpoint at {path}") from None
     except (ValueError, KeyError, UnicodeDecodeError):
-        raise CheckpointError(f"{path} is corrupt or not a bbb_gluon checkpoint") from None
+        raise _Unreadable(f"{path} is corrupt or not a bbb_gluon checkpoint") from None
     if meta.get("format") not in _FORMATS_READ:
         if str(meta.get("format", "")).startswith("bbb_gluon.checkpoint/"):
             raise CheckpointError(f"{path} was written by an earlier bbb_gluon in "
                                   f"{meta['format']}, which this version does not read")
-        raise CheckpointError(f"{path} is not a bbb_gluon checkpoint")
+        raise _Unreadable(f"{path} is not a bbb_gluon checkpoint")
     meta["trainer_states"] = None if trainer_blob is None else array_bytes(trainer_blob)
     meta["other_trainer_states"] = extra_blobs
     return arrays, meta
+
+
+def _resume_checkpoint(run_dir, which=True):
+    """The checkpoint a resumed run continues from: ``(arrays, meta, path, broken)``,
+    ``broken`` the error that made the latest one unusable (or None).
+
+    ``which=True``: the latest; if that is missing or corrupt, the best one when it holds
+    the optimiser states (so the run continues exactly from that epoch), else a
+    :class:`CheckpointError` that names the command which would continue.
+    ``which="best"``: the best one, also without optimiser states (they start afresh),
+    only when the latest cannot be read.
+    """
+    _, latest_path, best_path = _run_paths(run_dir)
+    try:
+        arrays, meta = _read_checkpoint(latest_path)
+    except _Unreadable as e:
+        broken = e
+    else:
+        if which == "best":
+            raise CheckpointError(
+                f"{latest_path} is intact ({_where(meta)}): continue it with --resume "
+                "(resume=True); going back to the best checkpoint would overwrite it")
+        return arrays, meta, latest_path, None
+    try:
+        arrays, meta = _read_checkpoint(best_path)
+    except CheckpointError as e:
+        raise CheckpointError(f"{broken}, and {e}: the run cannot continue") from None
+    if meta["trainer_states"] is None and which != "best":
+        raise CheckpointError(
+            f"{broken}; {best_path} ({_where(meta)}) is intact but holds no optimiser "
+            "state, so the run would not continue exactly: to continue from it with a "
+            f"fresh optimiser, run: bbb-gluon train --out {run_dir} --resume best "
+            "(in Python: fit(..., resume=\"best\")); nothing was changed")
+    return arrays, meta, best_path, broken
+
+
+def _announce_fallback(broken, path, meta, writer):
+    """The one-line notice of a resume from ``path`` instead of the unreadable latest
+    checkpoint. The ``writer`` first copies that aside and puts ``path`` in its place, so
+    that the latest checkpoint is where the run stands again."""
+    if not writer:
+        return
+    latest_path = _run_paths(os.path.dirname(os.path.dirname(path)))[1]
+    kept = _keep_corrupt(latest_path) if os.path.exists(latest_path) else None
+    atomic_write(latest_path, lambda tmp: shutil.copyfile(path, tmp))
+    print(f"bbb_gluon: {broken}" + (f" (a copy is kept as {kept})" if kept else "")
+          + f"; resuming from {path}, {_where(meta)}"
+          + ("; the optimiser starts afresh" if meta["trainer_states"] is None else ""),
+          file=sys.stderr, flush=True)
+
+
+def _where(meta):
+    """Where a checkpoint's run stood, in words."""
+    epoch, batch = meta.get("epoch", 0), meta.get("batch") or 0
+    if batch:
+        return f"in epoch {epoch + 1} after {batch} minibatches"
+    return f"after epoch {epoch}" if epoch else "before the first epoch"
+
+
+def _keep_corrupt(path):
+    """Copy an unreadable checkpoint to ``<path>.corrupt`` (``.corrupt.1`` ... if that
+    exists and differs), before the resumed run replaces it; return the copy's path."""
+    for i in range(100):
+        copy = f"{path}.corrupt" + (f".{i}" if i else "")
+        if not os.path.exists(copy):
+            atomic_write(copy, lambda tmp: shutil.copyfile(path, tmp))
+            return copy
+        if filecmp.cmp(path, copy, shallow=False):
+            return copy
+    raise CheckpointError(f"{path} is corrupt, and so are the 100 copies beside it")
 
 
 def _load_trainer_states(trainer, blob):

@@ -40,6 +40,7 @@ from .guards import (
 from .history import _epoch_row, _write_history
 from .prepare import _Progress, prepare, write_config
 from .prepare import resume as resume_run
+from .progress import progress_mode, say_epoch, say_resume
 
 __all__ = ["TrainResult", "fit"]
 
@@ -86,10 +87,17 @@ def fit(config, train, valid=None, run_dir=None, ctx=None, resume=False, progres
         Folder for ``config.json``, ``history.csv``/``.json`` and ``checkpoints/``.
     ctx : Context or list of Context, optional
         Default ``mx.current_context()``; a list trains data-parallel.
-    resume : bool
-        Continue from ``run_dir/checkpoints/latest.params``.
-    progress : bool
-        Show a tqdm bar per epoch.
+    resume : bool or "best"
+        Continue from ``run_dir/checkpoints/latest.params``; if that file is corrupt,
+        from ``best.params`` (it holds the optimiser states too, so the run continues
+        exactly from its epoch), with a one-line notice on stderr. ``"best"``: from
+        ``best.params`` of a run whose latest checkpoint is corrupt, also one written
+        without optimiser states (they start afresh). The corrupt file is copied to
+        ``latest.params.corrupt``, and the checkpoint resumed from takes its place.
+    progress : bool or "lines"
+        True: a tqdm bar per epoch on a terminal or in a notebook (never into a file or a
+        pipe), and after each epoch one line on stdout with its costs and validation error
+        (where ``resume`` continues, too); "lines": those lines only; False: nothing.
     stop_after_batches : int, optional
         Stop (as on Ctrl-C: checkpoint, then :class:`TrainingInterrupted`) after this
         many batches in total; for tests of interruption.
@@ -149,9 +157,13 @@ def fit(config, train, valid=None, run_dir=None, ctx=None, resume=False, progres
     -------
     TrainResult
     """
+    bar, lines = progress_mode(progress)
     run = prepare(config, train, valid, test, run_dir, ctx, resume, net, posterior, loss,
                   kvstore)
-    done = resume_run(run) if resume else _Progress()
+    done = resume_run(run, resume) if resume else _Progress()
+    lines = lines and run.group.rank == 0  # the others have no errors to show
+    if resume and lines:
+        say_resume(run.run_dir, config.epochs, done, run.num_batches)
     run.group.prepare(run.trainers)
     if run.writer:
         write_config(run, extra_config)
@@ -161,12 +173,14 @@ def fit(config, train, valid=None, run_dir=None, ctx=None, resume=False, progres
                                                run.ctxs):
         stop.signals = sig
         for epoch in range(done.epoch, config.epochs):
-            sums = _train_epoch(run, done, epoch, stop, progress)
+            sums = _train_epoch(run, done, epoch, stop, bar)
             if sums.stopped_at is not None and sums.stopped_at < run.num_batches:
                 _save_partial(run, done, epoch, sums)
                 interrupted = True
                 break
             best_arrays = _end_epoch(run, done, epoch, sums, restore_best) or best_arrays
+            if lines:
+                say_epoch(done.history[-1], config)
             if stop.requested() or (stop.spent() and epoch + 1 < config.epochs):
                 interrupted = True
                 break
@@ -225,7 +239,7 @@ def _train_epoch(run, done, epoch, stop, progress):
         sums.complexity[:] = done.partial["complexity_sum"]
         sums.measured, sums.seconds = done.partial["measured"], done.partial["seconds"]
     bar = tqdm(total=run.num_batches, initial=skip, desc=f"epoch {epoch + 1}/{config.epochs}",
-               disable=not progress or group.rank != 0, leave=True, dynamic_ncols=True)
+               disable=not progress or group.rank != 0, leave=False, dynamic_ncols=True)
     # Set every epoch: loading optimizer states on resume brings back a stored rate.
     for t in run.trainers:
         t.set_learning_rate(config.lr_at(epoch))
@@ -346,7 +360,10 @@ def _end_epoch(run, done, epoch, sums, restore_best):
     if run.writer:
         meta = done.meta(run, epoch + 1, 0, None)
         if improved or Xv is None:
-            _save_checkpoint(run.best_path, run.net, run.posterior, None, meta, run.loss)
+            # With the optimiser states: a run whose latest checkpoint is lost
+            # continues exactly from here.
+            _save_checkpoint(run.best_path, run.net, run.posterior, run.trainers, meta,
+                             run.loss)
         _save_checkpoint(run.latest_path, run.net, run.posterior, run.trainers, meta,
                          run.loss)
         _write_history(run.run_dir, done.history)

@@ -24,10 +24,11 @@ from ..distributed import WorkerGroup
 from .checkpoint import (
     _FORMAT,
     CheckpointError,
+    _announce_fallback,
     _check_resume_config,
     _check_resume_setup,
     _load_trainer_states,
-    _read_checkpoint,
+    _resume_checkpoint,
     _run_paths,
     _set_model_arrays,
 )
@@ -152,8 +153,10 @@ def _run_folder(run_dir, resume, writer):
         return None, None, None
     run_dir = os.fspath(run_dir)
     ckpt_dir, latest_path, best_path = _run_paths(run_dir)
+    if resume not in (False, True, "best"):
+        raise ValueError(f"resume must be True, False or 'best', got {resume!r}")
     if resume:
-        if not os.path.isfile(latest_path):
+        if not os.path.isfile(latest_path) and not os.path.isfile(best_path):
             raise CheckpointError(f"{run_dir} is not a run folder with a checkpoint "
                                   f"(no {latest_path})")
     elif os.path.exists(latest_path):
@@ -208,29 +211,31 @@ def _make_trainer(config, params, ctxs, group=None, kvstore=None):
                          if kv else None)
 
 
-def resume(run):
-    """Load ``run``'s latest checkpoint into its network, posterior, Trainers and noise;
-    return where training stood."""
-    arrays, meta = _read_checkpoint(run.latest_path)
+def resume(run, which=True):
+    """Load ``run``'s latest checkpoint (``which``: see ``_resume_checkpoint``) into its
+    network, posterior, Trainers and noise; return where training stood."""
+    arrays, meta, path, broken = _resume_checkpoint(run.run_dir, which)
     config = run.config
-    _check_resume_config(meta["config"], run.record, run.latest_path)
+    _check_resume_config(meta["config"], run.record, path)
     if config.epochs < meta["epoch"]:
         raise CheckpointError(f"{run.run_dir} has already finished {meta['epoch']} epochs; "
                               f"resume with epochs >= {meta['epoch']} (equal: end the run "
                               f"there, dropping a partly trained epoch), not {config.epochs}")
     try:
-        _set_model_arrays(arrays, run.net, run.posterior, run.latest_path, run.loss)
+        _set_model_arrays(arrays, run.net, run.posterior, path, run.loss)
     except PosteriorMismatchError as e:
         raise CheckpointError(str(e)) from None
     if meta["trainer_states"] is not None:
         _load_trainer_states(run.trainers[0], meta["trainer_states"])
     if meta["other_trainer_states"]:
-        raise CheckpointError(f"{run.latest_path} holds the optimiser states of two Trainers "
+        raise CheckpointError(f"{path} holds the optimiser states of two Trainers "
                               "(written before one Trainer trained everything): it loads "
                               "with load_run, but cannot resume exactly; start the run anew")
     if run.posterior is not None:
         run.posterior.noise.load_state_dict(meta["noise"])
-    _check_resume_setup(meta, run.setup, run.latest_path)
+    _check_resume_setup(meta, run.setup, path)
+    if broken is not None:
+        _announce_fallback(broken, path, meta, run.writer)
     return _Progress(meta["history"], meta["epoch"], meta["batch"], meta.get("partial"),
                      meta["best"])
 

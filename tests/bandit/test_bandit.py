@@ -123,6 +123,8 @@ def test_buffer_keeps_the_last_items():
     (dict(complexity_over="epoch"), "complexity_over"),
     (dict(rho_lr_mult=0.0), "rho_lr_mult"), (dict(rho_lr_mult=float("inf")), "rho_lr_mult"),
     (dict(lr=1e10, rho_lr_mult=1e10), "rho_lr_mult"),
+    (dict(adam_eps=0.0), "adam_eps"), (dict(adam_eps=float("nan")), "adam_eps"),
+    (dict(act_draws="per-sample"), "act_draws"),
     (dict(agents=(bandit.AgentSpec("a", "greedy"), bandit.AgentSpec("a", "greedy"))),
      "distinct"),
 ])
@@ -141,25 +143,33 @@ def test_agent_specs_are_checked():
     for lr in (0.0, -1e-3, float("nan")):
         with pytest.raises(ValueError, match="lr"):
             bandit.AgentSpec("x", "greedy", lr=lr)
+    with pytest.raises(ValueError, match="optimizer"):
+        bandit.AgentSpec("x", "greedy", optimizer="rmsprop")
 
 
 def test_config_round_trips_through_json():
-    agents = (bandit.AgentSpec("bbb", "thompson"), bandit.AgentSpec("g", "greedy", lr=3e-4))
+    agents = (bandit.AgentSpec("bbb", "thompson"),
+              bandit.AgentSpec("g", "greedy", lr=3e-4, optimizer="sgd"))
     c = bandit.BanditConfig(seeds=(3, 4), prior="gaussian", lr=0.01, agents=agents,
-                            rho_lr_mult=0.1, complexity_over="blundell")
+                            rho_lr_mult=0.1, complexity_over="blundell", adam_eps=1e-4,
+                            act_draws="independent")
     back = bandit.BanditConfig.from_json(json.loads(json.dumps(c.to_json())))
     assert back == c
+    assert (back.adam_eps, back.act_draws) == (1e-4, "independent")
+    assert [back.agent_optimizer(a) for a in back.agents] == ["adam", "sgd"]
     assert [back.agent_lr(a) for a in back.agents] == [0.01, 3e-4]
 
 
 def test_a_config_written_before_rho_lr_mult_and_agent_lr_reads_back():
     # round 1's run (results/bandit): every agent at the configuration's lr
     d = bandit.BanditConfig(lr=1e-3).to_json()
-    del d["rho_lr_mult"]
+    for name in ("rho_lr_mult", "adam_eps", "act_draws"):
+        del d[name]
     for a in d["agents"]:
-        del a["lr"]
+        del a["lr"], a["optimizer"]
     back = bandit.BanditConfig.from_json(d)
     assert back.rho_lr_mult == 1.0 and [back.agent_lr(a) for a in back.agents] == [1e-3] * 4
+    assert (back.adam_eps, back.act_draws) == (1e-8, "shared")  # what those runs used
     same = tuple(dataclasses.replace(a, lr=None) for a in bandit.PAPER_AGENTS)
     assert back == bandit.BanditConfig(lr=1e-3, agents=same)
 
@@ -281,15 +291,19 @@ def test_kernel_gradient_of_a_posterior_matches_autograd(env, kernels, prior):
 
 @pytest.mark.parametrize("options", [
     {}, dict(complexity_over="blundell"), dict(complexity_over="buffer", rho_lr_mult=0.1),
-    dict(greedy_lr=0.003, complexity_over="blundell", rho_lr_mult=3.0)])
+    dict(greedy_lr=0.003, complexity_over="blundell", rho_lr_mult=3.0),
+    dict(adam_eps=1e-3), dict(adam_eps=1e-4, act_draws="independent", rho_lr_mult=1e-6),
+    dict(greedy_optimizer="sgd", greedy_lr=1.0),
+    dict(optimizer="sgd", greedy_optimizer="adam", adam_eps=1e-4)])
 def test_one_step_of_the_stacked_engine_replays_in_numpy(env, kernels, options):
     """The kernel's first step, replayed from its documented keys: minibatch slots, weight
     noise, gradients (checked against autograd above), the complexity weighting and
     MXNet's Adam at each agent's learning rates."""
     options = dict(options)
     greedy_lr = options.pop("greedy_lr", None)
+    greedy_optimizer = options.pop("greedy_optimizer", None)
     agents = (bandit.AgentSpec("bbb", "thompson"),
-              bandit.AgentSpec("greedy", "greedy", lr=greedy_lr))
+              bandit.AgentSpec("greedy", "greedy", lr=greedy_lr, optimizer=greedy_optimizer))
     config = small(steps=2, updates=3, batch=4, hidden=5, agents=agents, lr=0.01, **options)
     stacked = bandit.StackedAgents(config, env)
     mu0, rho0 = stacked.mu.copy(), stacked.rho.copy()
@@ -319,11 +333,15 @@ def test_one_step_of_the_stacked_engine_replays_in_numpy(env, kernels, options):
                 _, g = engine.kernel_gradients(config, env.context_width, mu, xb, yb)
                 grads = ((mu, g, "m_mu", "v_mu"),)
             for x, g, m, v in grads:
+                if config.agent_optimizer(spec) == "sgd":
+                    x -= (rate[m] * g).astype(np.float32)
+                    continue
                 # MXNet's Adam, as the kernel applies it
                 state[m] = 0.9 * state[m] + 0.1 * g
                 state[v] = 0.999 * state[v] + 0.001 * g * g
                 lr = rate[m] * math.sqrt(1 - 0.999**step) / (1 - 0.9**step)
-                x -= (lr * state[m] / (np.sqrt(state[v]) + 1e-8)).astype(np.float32)
+                x -= (lr * state[m] / (np.sqrt(state[v]) + config.adam_eps)).astype(
+                    np.float32)
         np.testing.assert_allclose(stacked.mu[i], mu, rtol=1e-4, atol=1e-6)
         if spec.kind == "thompson":
             np.testing.assert_allclose(stacked.rho[i], rho, rtol=1e-4, atol=1e-6)
@@ -548,6 +566,95 @@ def test_complexity_over_changes_only_the_bayesian_agents(env, kernels):
     # past step 2 the buffer holds 2 items but 3..6 interactions were seen
     assert np.abs(runs["seen"].rho[0] - runs["buffer"].rho[0]).max() > 1e-4
     np.testing.assert_array_equal(runs["seen"].mu[1], runs["buffer"].mu[1])
+
+
+@pytest.mark.parametrize("act_draws", ["shared", "independent"])
+def test_thompson_decisions_agree_across_engines(env, kernels, act_draws):
+    """On the same draws, the stacked engine, its NumPy mirror and the Gluon ThompsonAgent
+    take the same action at every step (shared or independent draws per action)."""
+    config = small(steps=40, hidden=6, updates=1, batch=2, act_samples=2, mu_init=0.5,
+                   rho_init=0.0, act_draws=act_draws,
+                   agents=(bandit.AgentSpec("bbb", "thompson"),))
+    other = dataclasses.replace(config, act_draws=({"shared", "independent"} - {act_draws}).pop())
+    stacked = bandit.StackedAgents(config, env)
+    agent = bandit.ThompsonAgent(env, config, seed=0, engine="reference")
+    width, key, P = env.context_width, int(stacked.key[0]), stacked.P
+    taken, differs = [], 0
+    for t in range(config.steps):
+        mu, rho = stacked.mu[0].copy(), stacked.rho[0].copy()  # the engine learns each step
+        rows, actions, _, _ = stacked.run(1, threads=1)
+        row, action = int(rows[0, 0]), int(actions[0, 0])
+        inputs = env.inputs([row, row], [bandit.PASS, bandit.EAT])
+        mirror, _ = engine.thompson_action(config, width, mu, rho, inputs, key, t)
+        for params, flat in ((agent.posterior.mu_parameters, mu),
+                             (agent.posterior.rho_parameters, rho)):
+            arrays = [x for layer in engine.split_params(flat, width, config.hidden)
+                      for x in layer]
+            for p, x in zip(params, arrays, strict=True):
+                p.set_data(mx.nd.array(x.reshape(p.shape)))
+        eps = [[engine.gluon_order(engine.kernel_noise(k, P), width, config.hidden)
+                for k in engine.act_noise_keys(key, t, s, act_draws)]
+               for s in range(config.act_samples)]
+        assert (action, mirror, agent.act(row, eps=eps)) == (action,) * 3, t
+        taken.append(action)
+        differs += engine.thompson_action(other, width, mu, rho, inputs, key, t)[0] != action
+    assert 0 < sum(taken) < len(taken)  # both actions occur
+    assert differs > 0  # the two ways of drawing do decide differently
+
+
+def test_independent_draws_change_only_the_thompson_agents(env, kernels):
+    agents = (bandit.AgentSpec("bbb", "thompson"), bandit.AgentSpec("greedy", "greedy", 0.1))
+    runs = {}
+    for draws in ("shared", "independent"):
+        r = bandit.run_bandit(small(steps=200, agents=agents, act_draws=draws, rho_init=-1.0),
+                              env, progress=False, threads=1)
+        runs[draws] = r.actions
+    assert (runs["shared"][:, 0] != runs["independent"][:, 0]).any()
+    np.testing.assert_array_equal(runs["shared"][:, 1], runs["independent"][:, 1])
+
+
+@pytest.mark.parametrize("optimizer", ["adam", "sgd"])
+def test_gluon_agents_use_the_configured_optimizer_and_adam_epsilon(env, optimizer):
+    config = bandit.BanditConfig(hidden=4, updates=1, batch=4, optimizer=optimizer,
+                                 adam_eps=1e-3)
+    other = "sgd" if optimizer == "adam" else "adam"
+    for agent, expected in ((bandit.ThompsonAgent(env, config, seed=0), optimizer),
+                            (bandit.GreedyAgent(env, config, seed=0), optimizer),
+                            (bandit.GreedyAgent(env, config, seed=0, optimizer=other), other)):
+        trainer = agent.step.trainer if isinstance(agent, bandit.ThompsonAgent) \
+            else agent.trainer
+        opt = trainer._optimizer
+        assert type(opt).__name__.lower() == expected
+        if expected == "adam":
+            assert opt.epsilon == 1e-3
+    with pytest.raises(ValueError, match="optimizer"):
+        bandit.GreedyAgent(env, config, seed=0, optimizer="rmsprop")
+
+
+def test_adam_epsilon_act_draws_and_greedy_optimizer_reach_the_run_folder(env, kernels,
+                                                                         mushroom_root,
+                                                                         tmp_path):
+    from bbb_gluon.cli import main
+
+    out = tmp_path / "bandit"
+    assert main(["bandit", "--out", str(out), "--data-dir", str(mushroom_root), "--steps", "3",
+                 "--seeds", "1", "--updates", "2", "--hidden", "4", "--no-progress",
+                 "--adam-eps", "1e-4", "--act-draws", "independent",
+                 "--greedy-optimizer", "sgd"]) == 0
+    config = json.loads((out / "config.json").read_text())["config"]
+    assert (config["adam_eps"], config["act_draws"]) == (1e-4, "independent")
+    assert {a["name"]: a["optimizer"] for a in config["agents"]} == {
+        "bayes-by-backprop": None, "greedy": "sgd", "1%-greedy": "sgd", "5%-greedy": "sgd"}
+    back = bandit.BanditConfig.from_json(config)
+    assert (back.adam_eps, back.act_draws) == (1e-4, "independent")
+    # a larger epsilon moves the weights less than the default's near-sign steps
+    moved = {}
+    for eps in (1e-8, 1.0):
+        stacked = bandit.StackedAgents(small(steps=5, adam_eps=eps), env)
+        mu0 = stacked.mu.copy()
+        stacked.run(5, threads=1)
+        moved[eps] = np.abs(stacked.mu - mu0).mean()
+    assert moved[1.0] < 0.5 * moved[1e-8]
 
 
 def test_a_failing_checkpoint_write_names_the_file_and_resume_works(env, kernels, tmp_path,

@@ -5,6 +5,7 @@ capsys); the demo, a resume, Ctrl-C and some error paths run as real subprocesse
 check the exit status and that stderr holds no traceback.
 """
 
+import argparse
 import contextlib
 import errno
 import io
@@ -187,6 +188,38 @@ def test_resume_takes_epochs_from_the_command_line(run_copy, monkeypatch, how, e
         status, _, stderr = run_in_process(None)
     assert status == 130, stderr
     assert seen == [(expected, True)]
+
+
+def test_a_log_gets_one_line_per_epoch_and_where_a_resume_starts(data_root, tmp_path):
+    """Output into a file or a pipe: no progress-bar frames, one line per epoch with its
+    validation error (as the history holds it), and where a resumed run continues."""
+    out = tmp_path / "run"
+    done = run_subprocess(["train", *QUICK[:-1], "--epochs", "2", "--out", str(out)],
+                          cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert "\r" not in done.stderr and "it/s" not in done.stderr, done.stderr
+    history = json.loads((out / "history.json").read_text())
+    lines = [line for line in done.stdout.splitlines() if line.startswith("epoch ")]
+    assert [line.split(":")[0] for line in lines] == ["epoch 1/2", "epoch 2/2"]
+    for line, row in zip(lines, history, strict=True):
+        assert f"validation error {100 * row['valid_error']:.2f}%" in line, line
+    done = run_subprocess(["train", "--out", str(out), "--resume", "--epochs", "3"],
+                          cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert f"resuming {out} after epoch 2, to 3 epochs" in done.stdout
+    assert [line.split(":")[0] for line in done.stdout.splitlines()
+            if line.startswith("epoch ")] == ["epoch 3/3"]
+    assert "\r" not in done.stderr
+
+
+def test_the_bandit_draws_no_progress_bar_into_a_log(mushroom_root, tmp_path):
+    out = tmp_path / "bandit"
+    status, stdout, stderr = run_in_process(
+        ["bandit", "--out", str(out), "--data-dir", str(mushroom_root), "--steps", "3",
+         "--seeds", "1", "--updates", "2", "--hidden", "4"])
+    assert status == 0, stderr
+    assert "bandit steps" not in stderr and "\r" not in stderr
+    assert "cumulative regret" in stdout
 
 
 def test_resume_to_fewer_epochs_than_done_is_refused(run_copy):
@@ -390,15 +423,41 @@ def test_resume_of_a_checkpoint_from_another_architecture(run_copy):
     assert snapshot(run_copy) == before
 
 
-def test_resume_of_a_corrupt_checkpoint(run_copy):
+def test_resume_of_a_corrupt_checkpoint_continues_from_the_best_one(run_copy):
     latest = run_copy / "checkpoints" / "latest.params"
     latest.write_bytes(os.urandom(3000))
+    broken = latest.read_bytes()
+    best_epoch = json.loads((run_copy / "metrics.json").read_text())["best_epoch"]
+    done = run_subprocess(["train", "--out", str(run_copy), "--resume", "--epochs", "3",
+                           "--no-progress"], cwd=run_copy.parent)
+    assert done.returncode == 0, done.stderr
+    notices = [line for line in done.stderr.splitlines() if "corrupt" in line]
+    assert len(notices) == 1 and "Traceback" not in done.stderr
+    assert str(latest) in notices[0]
+    assert f"best.params, after epoch {best_epoch}" in notices[0]
+    assert (run_copy / "checkpoints" / "latest.params.corrupt").read_bytes() == broken
+    history = json.loads((run_copy / "history.json").read_text())
+    assert [row["epoch"] for row in history] == [1, 2, 3]
+
+
+def test_resume_of_a_corrupt_checkpoint_beside_an_old_best_one(run_copy):
+    """A best checkpoint without the optimiser states (as written before they were kept
+    there): refused with the command that continues; that command continues."""
+    latest = run_copy / "checkpoints" / "latest.params"
+    latest.write_bytes(os.urandom(3000))
+    best = run_copy / "checkpoints" / "best.params"
+    arrays = mx.nd.load(str(best))
+    mx.nd.save(str(best), {k: v for k, v in arrays.items() if not k.startswith("__trainer")})
     before = snapshot(run_copy)
-    done = run_subprocess(["train", "--out", str(run_copy), "--resume", "--no-progress"],
-                          cwd=run_copy.parent)
-    assert_usage_error(done.returncode, done.stderr, "corrupt")
-    assert str(latest) in done.stderr
+    status, _, stderr = run_in_process(["train", "--out", str(run_copy), "--resume",
+                                        "--no-progress"])
+    assert_usage_error(status, stderr, "corrupt")
+    command = f"bbb-gluon train --out {run_copy} --resume best"
+    assert str(latest) in stderr and command in stderr
     assert snapshot(run_copy) == before  # the corrupt file is still there, byte-identical
+    status, _, stderr = run_in_process([*command.split()[1:], "--no-progress"])
+    assert status == 0, stderr
+    assert "the optimiser starts afresh" in stderr
 
 
 def test_missing_data_names_the_environment_variable(tmp_path, monkeypatch):
@@ -415,6 +474,18 @@ def test_missing_data_names_the_environment_variable(tmp_path, monkeypatch):
     assert str(empty) in done.stderr
     assert not out.exists()
     assert list(empty.iterdir()) == []
+
+
+@pytest.mark.parametrize("dataset", ["mnist", "fashion-mnist"])
+def test_a_data_dir_that_does_not_exist_is_reported_as_such(tmp_path, dataset):
+    missing = tmp_path / "nowhere"
+    out = tmp_path / "run"
+    status, _, stderr = run_in_process(["train", *QUICK, "--dataset", dataset,
+                                        "--data-dir", str(missing), "--out", str(out)])
+    assert_usage_error(status, stderr, f"the data folder {missing} .given. does not exist")
+    assert "subfolder" not in stderr.split("does not exist")[0] and "root=" not in stderr
+    assert ("dataset-fashion-mnist" in stderr) == (dataset == "fashion-mnist")
+    assert not out.exists() and not missing.exists()
 
 
 @pytest.mark.parametrize("args, message", [
@@ -435,7 +506,73 @@ def test_argument_errors_exit_2_without_traceback(tmp_path, monkeypatch, args, m
     assert list(tmp_path.iterdir()) == []
 
 
+@pytest.mark.parametrize("command", ["train", "evaluate", "compare", "demo", "bandit"])
+def test_an_unknown_option_is_reported_by_its_command(tmp_path, monkeypatch, command):
+    monkeypatch.chdir(tmp_path)
+    args = [command, *(["runs/x"] if command in ("evaluate", "compare") else []), "--frobnicate"]
+    status, stdout, stderr = run_in_process(args)
+    assert status == 2 and stdout == ""
+    assert stderr == (f"bbb-gluon {command}: error: unrecognized arguments: --frobnicate "
+                      f"(see bbb-gluon {command} --help)\n")
+    assert list(tmp_path.iterdir()) == []
+
+
 # --------------------------------------------------------------------------- help
+
+
+def test_no_function_of_the_command_line_is_over_60_lines():
+    import ast
+
+    long = []
+    for path in sorted(Path(bbb_gluon.__file__).parent.joinpath("cli").glob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.FunctionDef) and node.end_lineno - node.lineno >= 60:
+                long.append(f"{path.name}:{node.name} ({node.end_lineno - node.lineno + 1})")
+    assert not long, long
+
+
+def test_the_options_defaults_are_the_librarys(monkeypatch):
+    """train's defaults are TrainConfig's fields and bandit's BanditConfig's: changed there,
+    they change on the command line (and in its help)."""
+    import dataclasses
+
+    from bbb_gluon.bandit import BanditConfig
+    from bbb_gluon.cli.parser import build_parser
+    from bbb_gluon.training import TrainConfig
+
+    def changed(cls, name, value):
+        field = {f.name: f for f in dataclasses.fields(cls)}[name]
+        monkeypatch.setattr(field, "default", value)
+
+    for name, value in (("batch_size", 96), ("lr", 2e-3), ("rho_init", -4.5),
+                        ("weighting", "blundell"), ("hidden", (50,)), ("eval_samples", 3),
+                        ("epochs", 7), ("seed", 5)):
+        changed(TrainConfig, name, value)
+    changed(BanditConfig, "steps", 1234)
+    changed(BanditConfig, "rho_init", -4.0)
+    parser = build_parser()
+    train = parser.commands["train"]
+    assert [train.get_default(n) for n in ("batch_size", "lr", "rho_init", "weighting",
+                                           "hidden", "eval_samples", "seed")] == \
+        [96, 2e-3, -4.5, "blundell", [50], 3, 5]
+    help_text = " ".join(train.format_help().split())
+    assert "(default 7; with --resume" in help_text and "(default 96)" in help_text
+    args = parser.parse_args(["train"])
+    from bbb_gluon.cli.train import _config_from_args
+
+    assert _config_from_args(args).epochs == 7
+    bandit = parser.commands["bandit"]
+    assert bandit.get_default("steps") == 1234 and bandit.get_default("rho_init") == -4.0
+
+
+def test_every_option_of_every_command_has_help():
+    from bbb_gluon.cli.parser import build_parser
+
+    parser = build_parser()
+    missing = [f"{name} {'/'.join(action.option_strings) or action.dest}"
+               for name, command in parser.commands.items() for action in command._actions
+               if not action.help and not isinstance(action, argparse._HelpAction)]
+    assert not missing, missing
 
 
 def test_train_help_lists_its_options():

@@ -279,9 +279,32 @@ def test_empty_root_raises_dataset_not_found(tmp_path):
     assert str(tmp_path) in msg and "BBB_GLUON_DATA" in msg
     for name in d.FILE_NAMES["train"] + d.FILE_NAMES["test"]:
         assert name in msg
-    assert "dataset-fashion-mnist" in msg
+    assert "has no 'mnist' subfolder" in msg
+    assert "dataset-fashion-mnist" not in msg  # Debian's package holds Fashion-MNIST only
     assert isinstance(info.value, FileNotFoundError)
     assert info.value.__cause__ is None
+    with pytest.raises(d.DatasetNotFoundError, match="apt-get install -y dataset-fashion-mnist"):
+        d.load_raw("fashion-mnist", root=tmp_path)
+
+
+@pytest.mark.parametrize("how", ["root", "environment"])
+@pytest.mark.parametrize("name", ["mnist", "fashion-mnist", "mushroom"])
+def test_a_data_folder_that_does_not_exist_is_reported_as_such(tmp_path, monkeypatch, how,
+                                                              name):
+    missing = tmp_path / "nowhere"
+    monkeypatch.setenv("BBB_GLUON_DATA", str(missing if how == "environment" else tmp_path))
+    root = missing if how == "root" else None
+    with pytest.raises(d.DatasetNotFoundError) as info:
+        d.load_mushroom(root) if name == "mushroom" else d.load_raw(name, root=root)
+    msg = str(info.value)
+    assert f"the data folder {missing} " in msg and "does not exist" in msg
+    assert "subfolder" not in msg.split("does not exist")[0]
+    assert "root=" not in msg  # the Python argument means nothing on the command line
+    assert ("dataset-fashion-mnist" in msg) == (name == "fashion-mnist")
+    (tmp_path / "a-file").write_text("")
+    with pytest.raises(d.DatasetNotFoundError, match="is not a folder"):
+        d.load_mushroom(tmp_path / "a-file") if name == "mushroom" else \
+            d.load_raw(name, root=tmp_path / "a-file")
 
 
 def test_missing_file_is_named(tmp_path, data_root):

@@ -102,3 +102,66 @@ def test_a_missing_mxnet_is_an_import_error_that_says_what_to_install(monkeypatc
     monkeypatch.setitem(sys.modules, "mxnet", None)  # import mxnet now fails
     with pytest.raises(ImportError, match=r"needs MXNet 1\.9\.1.*\.\[cpu\].*\.\[cu112\]"):
         check([])
+
+
+# --------------------------------------------------------------------------- the Makefile's Python
+
+
+def _make_setup_dry_run(tmp_path, pythons):
+    """``make -n setup`` into a new environment folder with only ``pythons`` on PATH
+    (name -> the version its ``--version`` prints): what the Makefile would run."""
+    import os
+    import shutil
+    import subprocess
+
+    make = shutil.which("make")
+    if make is None:
+        pytest.skip("make is not installed")
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    for name, version in pythons.items():
+        fake = bin_dir / name
+        fake.write_text(f'#!/bin/sh\necho "Python {version}"\n')
+        fake.chmod(0o755)
+    # A make of its own, also under `make unit` (no inherited flags, level or PYTHON).
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("PYTHON", "MAKEFLAGS", "MFLAGS", "MAKELEVEL")}
+    env["PATH"] = str(bin_dir)
+    return subprocess.run([make, "-n", "--no-print-directory", f"VENV={tmp_path / 'venv'}",
+                           "setup"], cwd=ROOT, env=env, capture_output=True, text=True,
+                          timeout=60)
+
+
+@pytest.mark.parametrize("pythons, chosen", [
+    ({"python3": "3.13.5", "python3.11": "3.11.2"}, "python3.11"),  # Debian 13
+    ({"python3": "3.11.9"}, "python3"),
+    ({"python3": "3.11.9", "python3.11": "3.11.9"}, "python3.11"),
+])
+def test_the_makefile_builds_the_environment_with_python_3_11(tmp_path, pythons, chosen):
+    done = _make_setup_dry_run(tmp_path, pythons)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines()[0] == f"{chosen} -m venv {tmp_path / 'venv'}"
+
+
+@pytest.mark.parametrize("pythons", [{}, {"python3": "3.13.5"},
+                                     {"python3": "3.12.3", "python3.11": "3.13.0"}])
+def test_without_python_3_11_the_makefile_stops_in_one_line_naming_the_ways(tmp_path,
+                                                                          pythons):
+    done = _make_setup_dry_run(tmp_path, pythons)
+    assert done.returncode != 0 and "-m venv" not in done.stdout
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1, lines
+    for way in ("Python 3.11", "conda env create -f environment.yml",
+                "apt-get install python3.11", "uv python install 3.11"):
+        assert way in lines[0], way
+
+
+def test_make_demo_installs_only_the_core_and_setup_the_rest(tmp_path):
+    done = _make_setup_dry_run(tmp_path, {"python3": "3.11.9"})
+    installs = [line for line in done.stdout.splitlines() if "pip install" in line
+                and "-e" in line]
+    assert installs == ["%s -m pip install --quiet -e '.[cpu]'" % (tmp_path / "venv/bin/python"),
+                        "%s -m pip install --quiet -e '.[cpu,test,notebooks]'"
+                        % (tmp_path / "venv/bin/python")]
+    makefile = (ROOT / "Makefile").read_text()
+    assert "\ndemo: $(VENV)/.core-installed\n" in makefile

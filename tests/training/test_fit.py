@@ -195,6 +195,35 @@ def test_fit_without_run_dir_or_validation(mnist_300):
 # --------------------------------------------------------------------------- resuming
 
 
+def test_progress_bars_only_where_watched_and_a_line_per_epoch(mnist_300, capsys,
+                                                                monkeypatch):
+    import io
+
+    from bbb_gluon.training import progress
+
+    class Terminal(io.StringIO):
+        def isatty(self):
+            return True
+
+    for stream, bar in ((Terminal(), True), (io.StringIO(), False)):
+        monkeypatch.setattr(sys, "stderr", stream)
+        assert progress.progress_mode(True) == (bar, True)
+        result = fit(tiny("bbb", eval_samples=2), mnist_300.train, mnist_300.valid,
+                     progress=True)
+        assert ("epoch 1/2" in stream.getvalue()) == bar  # tqdm's bar, on stderr
+        lines = capsys.readouterr().out.splitlines()
+        assert [line.split(":")[0] for line in lines] == ["epoch 1/2", "epoch 2/2"]
+        for line, row in zip(lines, result.history, strict=True):
+            assert (f"validation error {100 * row['valid_error']:.2f}% with the means, "
+                    f"{100 * row['valid_error_mc']:.2f}% with 2 samples") in line
+    assert progress.progress_mode("lines") == (False, True)
+    assert progress.progress_mode(False) == (False, False)
+    fit(tiny("plain", epochs=1), mnist_300.train, progress=False)
+    assert capsys.readouterr().out == ""
+    with pytest.raises(ValueError, match="progress must be"):
+        fit(tiny("plain", epochs=1), mnist_300.train, progress="bar")
+
+
 @pytest.mark.parametrize("model", ["bbb", "dropout"])
 def test_resume_after_an_epoch_matches_uninterrupted_run(mnist_300, tmp_path, model):
     full = fit(tiny(model), mnist_300.train, mnist_300.valid, run_dir=tmp_path / "a",
@@ -393,19 +422,97 @@ def _corrupt_other_params(path):
     net.save_parameters(str(path))
 
 
-@pytest.mark.parametrize("corrupt", [_corrupt_random, _corrupt_truncate, _corrupt_empty,
-                                     _corrupt_other_params],
-                         ids=["random-bytes", "truncated", "empty", "plain-params-file"])
-def test_corrupt_latest_checkpoint(mnist_300, finished_run, corrupt):
+CORRUPTIONS = pytest.mark.parametrize(
+    "corrupt", [_corrupt_random, _corrupt_truncate, _corrupt_empty, _corrupt_other_params],
+    ids=["random-bytes", "truncated", "empty", "plain-params-file"])
+
+
+@CORRUPTIONS
+def test_a_corrupt_latest_checkpoint_resumes_from_the_best_one(mnist_300, tmp_path, capfd,
+                                                               corrupt):
+    """The best checkpoint holds the optimiser states: a run whose latest one is corrupt
+    continues from it exactly (here it is an epoch older), says so in one line, and keeps
+    the corrupt file."""
+    full = fit(tiny("bbb", epochs=3), mnist_300.train, run_dir=tmp_path / "full",
+               progress=False)
+    run_dir = tmp_path / "run"
+    fit(tiny("bbb", epochs=1), mnist_300.train, run_dir=run_dir, progress=False)
+    best = run_dir / "checkpoints" / "best.params"
+    after_one = best.read_bytes()
+    fit(tiny("bbb", epochs=2), mnist_300.train, run_dir=run_dir, resume=True, progress=False)
+    best.write_bytes(after_one)  # the best epoch was the first (no validation split here)
+    latest = run_dir / "checkpoints" / "latest.params"
+    corrupt(latest)
+    broken = latest.read_bytes()
+    capfd.readouterr()
+    resumed = fit(tiny("bbb", epochs=3), mnist_300.train, run_dir=run_dir, resume=True,
+                  progress=False)
+    notice = [line for line in capfd.readouterr().err.splitlines() if line.strip()]
+    assert len(notice) == 1, notice
+    assert str(latest) in notice[0] and "corrupt" in notice[0]
+    assert f"resuming from {best}, after epoch 1" in notice[0]
+    assert (run_dir / "checkpoints" / "latest.params.corrupt").read_bytes() == broken
+    assert_same_history(resumed.history, full.history)
+    assert_same_params(resumed, full)
+
+
+def _without_optimiser_states(path):
+    """Rewrite a checkpoint as best.params was written before it held the optimiser
+    states."""
+    arrays = mx.nd.load(str(path))
+    mx.nd.save(str(path), {k: v for k, v in arrays.items() if not k.startswith("__trainer")})
+
+
+@CORRUPTIONS
+def test_a_corrupt_latest_checkpoint_beside_an_old_best_one_is_refused_with_the_command(
+        mnist_300, finished_run, capfd, corrupt):
+    """A best checkpoint without optimiser states would not continue the run exactly: fit
+    refuses, naming the command that continues anyway, and changes nothing; that command
+    (resume="best") continues from it with a fresh optimiser."""
     latest = finished_run / "checkpoints" / "latest.params"
     corrupt(latest)
+    _without_optimiser_states(finished_run / "checkpoints" / "best.params")
     before = snapshot(finished_run)
-    with pytest.raises(CheckpointError, match=re.escape(str(latest))):
+    with pytest.raises(CheckpointError, match=re.escape(str(latest))) as info:
         fit(tiny("plain", epochs=2), mnist_300.train, mnist_300.valid, run_dir=finished_run,
             resume=True, progress=False)
+    assert f"bbb-gluon train --out {finished_run} --resume best" in str(info.value)
+    assert 'resume="best"' in str(info.value)
     with pytest.raises(CheckpointError, match=re.escape(str(latest))):
         load_run(finished_run, "latest")
     assert snapshot(finished_run) == before  # the corrupt file is kept, nothing written
+    capfd.readouterr()
+    resumed = fit(tiny("plain", epochs=2), mnist_300.train, mnist_300.valid,
+                  run_dir=finished_run, resume="best", progress=False)
+    assert [row["epoch"] for row in resumed.history] == [1, 2]
+    err = capfd.readouterr().err
+    assert "after epoch 1; the optimiser starts afresh" in err
+    assert (finished_run / "checkpoints" / "latest.params.corrupt").read_bytes() == \
+        before["checkpoints/latest.params"][0]
+
+
+def test_resume_from_the_best_checkpoint_only_when_the_latest_is_lost(mnist_300,
+                                                                      finished_run):
+    before = snapshot(finished_run)
+    with pytest.raises(CheckpointError, match="intact .after epoch 1.: continue it with "
+                                              "--resume"):
+        fit(tiny("plain", epochs=2), mnist_300.train, mnist_300.valid, run_dir=finished_run,
+            resume="best", progress=False)
+    with pytest.raises(ValueError, match="resume must be"):
+        fit(tiny("plain", epochs=2), mnist_300.train, mnist_300.valid, run_dir=finished_run,
+            resume="latest", progress=False)
+    assert snapshot(finished_run) == before
+
+
+def test_a_run_whose_checkpoints_are_both_corrupt_is_refused(mnist_300, finished_run):
+    for name in ("latest.params", "best.params"):
+        _corrupt_random(finished_run / "checkpoints" / name)
+    before = snapshot(finished_run)
+    for resume in (True, "best"):
+        with pytest.raises(CheckpointError, match="cannot continue"):
+            fit(tiny("plain", epochs=2), mnist_300.train, mnist_300.valid,
+                run_dir=finished_run, resume=resume, progress=False)
+    assert snapshot(finished_run) == before
 
 
 @pytest.mark.parametrize("change, field", [({"hidden": (16,)}, "hidden"),
