@@ -25,7 +25,7 @@ FASHION ?= /usr/share/datasets/fashion-mnist
 # (see docs/data.md). An exported BBB_GLUON_DATA wins.
 export BBB_GLUON_DATA ?= $(CURDIR)/.data
 
-.PHONY: setup data demo lab test unit notebooks lint docs docs-check bench clean
+.PHONY: setup data demo lab test unit repo notebooks lint docs docs-check bench clean
 
 setup: $(VENV)/.installed
 
@@ -77,8 +77,14 @@ lab: setup data
 lint: setup
 	$(VENV)/bin/ruff check .
 
+# The package's tests, laid out as the package is (tests/core, tests/training, ...).
 unit: setup data
-	$(VENV)/bin/pytest tests
+	$(VENV)/bin/pytest tests --ignore=tests/repo
+
+# The repository's checks: the import arrows, docs and README against the code and the
+# committed results, the environment files, the notebooks' rules, the benchmarks' --tiny runs.
+repo: setup data
+	$(VENV)/bin/pytest tests/repo
 
 notebooks: setup data
 	@if ls notebooks/*.ipynb >/dev/null 2>&1; then \
@@ -97,10 +103,10 @@ docs: $(VENV)/.docs-installed
 docs-check: docs
 	$(PY) docs/check_site.py
 
-# docs before unit: tests/repo/test_docs_site.py checks the site that docs has just built (as
+# docs before repo: tests/repo/test_docs_site.py checks the site that docs has just built (as
 # prerequisites of the recipe, lint and docs are done before it starts, even under -j).
 test: lint docs
-	$(MAKE) unit notebooks
+	$(MAKE) unit repo notebooks
 
 bench: setup data
 	$(PY) benchmarks/bench_epoch.py
