@@ -34,6 +34,8 @@ class NoiseSource:
         With the stream index and the block counter, fixes every number.
     prefetch : bool, default True
         Draw the next block of a stream in a background thread as soon as one is taken.
+        The thread starts with the first block drawn (the fused kernels draw their own
+        noise and never start it) and ends with the source or at :meth:`close`.
 
     A stream is one per device in data-parallel training (``stream`` = the device's
     index in the context list), so devices draw independent noise. Across the workers of
@@ -48,18 +50,20 @@ class NoiseSource:
         self._counters = {}
         self._pending = {}
         self._lock = threading.Lock()
-        self._pool = ThreadPoolExecutor(max_workers=1) if prefetch else None
+        self._prefetch = bool(prefetch)
+        self._pool = None
         self.stream_offset = 0
-        if self._pool is not None:
-            # The thread ends with its source (or at close()), not with the process.
-            self._finalizer = weakref.finalize(self, self._pool.shutdown, wait=False,
-                                               cancel_futures=True)
 
     def global_stream(self, stream):
         """The stream number the numbers are drawn from: ``stream_offset + stream``."""
         return self.stream_offset + int(stream)
 
     def _submit(self, stream, counter):
+        if self._pool is None and self._prefetch:
+            self._pool = ThreadPoolExecutor(max_workers=1)
+            # The thread ends with its source (or at close()), not with the process.
+            self._finalizer = weakref.finalize(self, self._pool.shutdown, wait=False,
+                                               cancel_futures=True)
         if self._pool is None:
             return None
         return self._pool.submit(_draw, self.seed, self.global_stream(stream), counter,
@@ -115,5 +119,6 @@ class NoiseSource:
         """End the prefetching thread; later blocks are drawn in the calling thread."""
         with self._lock:
             pool, self._pool, self._pending = self._pool, None, {}
+            self._prefetch = False
         if pool is not None:
             self._finalizer()

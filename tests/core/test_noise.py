@@ -215,3 +215,25 @@ def test_a_prefetched_block_cancelled_by_close_is_drawn_in_the_caller():
     np.testing.assert_array_equal(source.next_numpy(), reference.next_numpy())
     np.testing.assert_array_equal(source.next_numpy(), reference.next_numpy())
     source.close()
+
+
+def test_the_prefetching_thread_starts_with_the_first_block_and_ends_at_close():
+    import threading
+
+    def noise_threads():
+        return [t for t in threading.enumerate() if "ThreadPoolExecutor" in t.name]
+
+    before = len(noise_threads())
+    source = NoiseSource(10, seed=3)
+    source.advance(0)  # the fused kernels' way: no thread
+    assert len(noise_threads()) == before
+    first = source.next_numpy(0)
+    assert len(noise_threads()) == before + 1
+    source.close()
+    for t in noise_threads()[before:]:
+        t.join(timeout=10)
+    assert len(noise_threads()) == before
+    again = NoiseSource(10, seed=3, prefetch=False)
+    again.advance(0)
+    np.testing.assert_array_equal(again.next_numpy(0), first)  # the same block, by counter
+    np.testing.assert_array_equal(source.next_numpy(0), again.next_numpy(0))
