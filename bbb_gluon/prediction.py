@@ -17,6 +17,7 @@ from mxnet import autograd
 
 from ._checks import as_array, check_int
 from ._kernels.threads import predict_threads, using_threads
+from .core.loss import likelihood_kind
 from .core.posterior import Posterior
 from .core.sampling import use_means, use_weights
 from .entropies import class_std, entropy, expected_entropy, mutual_information, predictive_entropy
@@ -87,8 +88,9 @@ def predict_proba(net, posterior, X, num_samples=0, batch_size=1000, ctx=None,
     batch_size : int, default 1000
     ctx : Context, optional
         Default: the posterior's (or the network's) first context.
-    likelihood : {"softmax", "bernoulli", "gaussian"}
-        How outputs map to probabilities (bernoulli: one logit, returned as two columns);
+    likelihood : {"softmax", "bernoulli", "gaussian"}, or the loss the network trained with
+        (a ``BBBLoss`` or its Gluon likelihood, which says the same). How outputs map to
+        probabilities (bernoulli: one logit, returned as two columns);
         "gaussian" (regression) returns the network's outputs, the means of the predictive
         for each input, averaged over the samples.
 
@@ -103,6 +105,7 @@ def predict_proba(net, posterior, X, num_samples=0, batch_size=1000, ctx=None,
     default) on a CPU context.
     """
     check_posterior(posterior, "predict_proba")
+    likelihood = likelihood_kind(likelihood)
     X = _check_inputs(X)
     check_int(num_samples, "num_samples", 0)
     if ctx is None:
@@ -152,6 +155,7 @@ def predict_samples(net, posterior, X, num_samples, batch_size=1000, ctx=None,
     :func:`bbb_gluon.threads.predict_threads` OpenMP threads on a CPU context.
     """
     check_posterior(posterior, "predict_samples")
+    likelihood = likelihood_kind(likelihood)
     X = _check_inputs(X)
     check_int(num_samples, "num_samples", 1)
     ctx = ctx or posterior.contexts[0]
@@ -238,6 +242,7 @@ def uncertainty(net, posterior, X, num_samples, batch_size=1000, ctx=None,
         (``PASS_EXAMPLES``) times S, whatever N is.
     """
     check_posterior(posterior, "uncertainty")
+    likelihood = likelihood_kind(likelihood)
     X = _check_inputs(X)
     if likelihood not in ("softmax", "bernoulli"):
         raise ValueError(f"uncertainty splits the entropy of class probabilities, so it takes "

@@ -508,3 +508,25 @@ def test_ndarrays_are_taken_and_bad_inputs_are_refused_in_the_users_words():
     assert error_rate(mx.nd.array(probs), mx.nd.array(probs.argmax(axis=1))) == 0.0
     with pytest.raises(ValueError, match=r"N labels, got probs of shape \(6, 4\) and 5 labels"):
         error_rate(probs, np.zeros(5))
+
+
+def test_the_likelihood_may_be_the_loss_the_network_trained_with():
+    from mxnet import gluon as g
+
+    from bbb_gluon import BBBLoss, GaussianNLLLoss, GaussianPrior
+
+    net = nn.HybridSequential()
+    net.add(nn.Dense(8, activation="relu", in_units=3), nn.Dense(1, in_units=8))
+    net.initialize(mx.init.Xavier())
+    posterior = Posterior(net, seed=0)
+    X = np.random.default_rng(2).normal(size=(4, 3)).astype(np.float32)
+    by_name = predict_proba(net, posterior, X, 0, likelihood="bernoulli")
+    loss = BBBLoss(GaussianPrior(), g.loss.SigmoidBCELoss(), num_batches=1)
+    np.testing.assert_array_equal(predict_proba(net, posterior, X, 0, likelihood=loss),
+                                  by_name)
+    np.testing.assert_array_equal(
+        predict_proba(net, posterior, X, 0, likelihood=g.loss.SigmoidBCELoss()), by_name)
+    with pytest.raises(ValueError, match="for a regression, predict_samples"):
+        uncertainty(net, posterior, X, 2, likelihood=GaussianNLLLoss(1.0))
+    with pytest.raises(ValueError, match="cannot tell what KLDivLoss makes"):
+        predict_proba(net, posterior, X, 0, likelihood=g.loss.KLDivLoss())

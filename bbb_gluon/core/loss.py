@@ -26,7 +26,15 @@ import mxnet as mx
 
 # Gluon's own losses scale by ``weight`` through this helper; using it keeps the global
 # weight's semantics identical to theirs, and gluon.loss has no public equivalent.
-from mxnet.gluon.loss import Loss, SigmoidBCELoss, SoftmaxCrossEntropyLoss, _apply_weighting
+from mxnet.gluon.loss import (
+    HuberLoss,
+    L1Loss,
+    L2Loss,
+    Loss,
+    SigmoidBCELoss,
+    SoftmaxCrossEntropyLoss,
+    _apply_weighting,
+)
 
 from .._checks import check_int, check_positive
 from .._kernels import private as _private
@@ -34,7 +42,8 @@ from . import ops
 from .priors import HALF_LOG_2PI, Prior
 
 __all__ = ["BBBLoss", "GaussianNLLLoss", "complexity_weight", "blundell_weights",
-           "complexity_cost", "likelihood_loss", "check_labels", "LIKELIHOODS", "WEIGHTINGS"]
+           "complexity_cost", "likelihood_loss", "likelihood_kind", "check_labels", "LIKELIHOODS",
+           "WEIGHTINGS"]
 
 LIKELIHOODS = ("softmax", "bernoulli", "gaussian")
 WEIGHTINGS = ("uniform", "blundell")
@@ -341,6 +350,27 @@ def likelihood_loss(name, noise_sigma=1.0):
     if name == "gaussian":
         return GaussianNLLLoss(noise_sigma)
     raise ValueError(f"unknown likelihood {name!r}; choose one of {LIKELIHOODS}")
+
+
+def likelihood_kind(likelihood):
+    """The kind of output a likelihood makes of a network: "softmax" (class scores),
+    "bernoulli" (one logit) or "gaussian" (real values), for a name, a Gluon loss or a
+    :class:`BBBLoss` (its likelihood's); the one place that tells them apart."""
+    if isinstance(likelihood, BBBLoss):
+        likelihood = likelihood.likelihood
+    if isinstance(likelihood, str):
+        if likelihood not in LIKELIHOODS:
+            raise ValueError(f"unknown likelihood {likelihood!r}; choose one of {LIKELIHOODS} "
+                             "or pass the loss")
+        return likelihood
+    if isinstance(likelihood, SoftmaxCrossEntropyLoss):
+        return "softmax"
+    if isinstance(likelihood, SigmoidBCELoss):
+        return "bernoulli"
+    if isinstance(likelihood, GaussianNLLLoss | L2Loss | L1Loss | HuberLoss):
+        return "gaussian"
+    raise ValueError(f"cannot tell what {type(likelihood).__name__} makes of the network's "
+                     "outputs; pass likelihood='softmax', 'bernoulli' or 'gaussian'")
 
 
 def check_labels(likelihood, pred, label, batch_axis=0, values=False):
