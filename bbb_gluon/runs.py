@@ -7,7 +7,8 @@ committed under ``results/`` are the same folders without their checkpoints, so
 :func:`summarize_run` reads both; :func:`run_weights` needs the checkpoint.
 
 These are what a hyperparameter search and ``docs/RESULTS.md`` are built from
-(``bbb-gluon compare`` and ``bbb-gluon weights``).
+(``bbb-gluon compare`` and ``bbb-gluon weights``); :mod:`bbb_gluon.reports` writes into
+the folders.
 """
 
 import csv
@@ -19,8 +20,7 @@ import numpy as np
 
 __all__ = ["RunFolderError", "SUMMARY_COLUMNS", "read_run_config", "read_history",
            "summarize_run", "errors_at", "curve_column", "run_weights", "output_path",
-           "load_test_split", "default_ood", "evaluation_files", "evaluate_run",
-           "pruning_files", "prune_run"]
+           "load_test_split", "default_ood"]
 
 SUMMARY_COLUMNS = (
     "run", "dataset", "transform", "model", "hidden", "prior", "pi", "log_sigma1",
@@ -260,172 +260,3 @@ def default_ood(run_dir):
     dataset = read_run_config(run_dir)["data"].get("dataset")
     others = [d for d in data.DATASETS if d != dataset]
     return others[0] if others else None
-
-
-EVALUATION_PLOTS = ("reliability.png", "least_certain.png")
-
-
-def evaluation_files(run_dir, which="best", ood=None):
-    """Every file :func:`evaluate_run` writes, to check before it starts."""
-    names = ("evaluation.json", *EVALUATION_PLOTS) + (
-        ("entropy_histograms.png",) if ood else ())
-    return [output_path(run_dir, name, which) for name in names]
-
-
-def evaluate_run(run_dir, which="best", samples=100, ood=None, bins=15, ctx=None,
-                 data_dir=None):
-    """Test error, calibration and out-of-distribution detection of a run's checkpoint.
-
-    Writes ``evaluation.json`` (the returned report) and its figures (reliability diagram,
-    least certain test images and, with ``ood``, entropy histograms) into ``run_dir``,
-    named by :func:`output_path`; returns the report (the file holds null where the report
-    has NaN: an empty reliability bin).
-
-    Parameters
-    ----------
-    which : {"best", "latest"}
-    samples : int
-        Weight samples (or dropout masks) of the predictive.
-    ood : str, optional
-        A dataset of :data:`bbb_gluon.data.DATASETS` other than the run's own, whose test
-        images (as many as the run's test images, through its transform) are the
-        out-of-distribution inputs.
-    bins : int
-        Bins of the calibration error and the reliability diagram.
-    """
-    import time
-
-    import matplotlib.pyplot as plt
-
-    from . import data, plotting
-    from ._files import atomic_write_text
-    from .evaluation import evaluate_model
-    from .training import load_run
-
-    dataset = read_run_config(run_dir)["data"].get("dataset")
-    if ood is not None and ood not in data.DATASETS:
-        raise ValueError(f"unknown out-of-distribution dataset {ood!r}; choose one of "
-                         f"{data.DATASETS}")
-    if ood is not None and ood == dataset:
-        raise ValueError(f"the out-of-distribution dataset {ood} is the run's own dataset")
-    net, posterior, config, meta = load_run(run_dir, which, ctx=ctx)
-    splits = load_test_split(run_dir, config.seed, data_dir)
-    Xt, yt = splits.test
-    X_ood = None
-    if ood is not None:
-        images, _ = data.load_raw(ood, train=False, root=data_dir if data_dir is not None
-                                  else read_run_config(run_dir)["data"].get("data_dir"))
-        # As many OOD images as in-distribution ones (a --subset run has fewer), through
-        # the run's own transform: the network sees them as it would see its own data.
-        X_ood = splits.transform(images[:len(yt)])
-
-    kind = config.model
-    t0 = time.perf_counter()
-    evaluation = evaluate_model(net, posterior, Xt, yt, kind, samples, X_ood, bins,
-                                ctx=ctx, likelihood=config.likelihood)
-    report = {"run_dir": os.path.abspath(run_dir), "dataset": splits.name, "model": kind,
-              "hidden": list(config.hidden), "checkpoint": which,
-              "epoch": meta.get("epoch"), "batch": meta.get("batch") or 0,
-              "best_epoch": meta.get("best", {}).get("epoch"), **evaluation.summary,
-              "seconds": time.perf_counter() - t0}
-    if report["ood"] is not None:
-        report["ood"] = {"dataset": ood, **report["ood"]}
-    u_in, u_out = evaluation.uncertainty_in, evaluation.uncertainty_out
-
-    paths = dict(zip(("json", "reliability", "least_certain", "entropy_histograms"),
-                     evaluation_files(run_dir, which, ood), strict=False))
-    name = f"{splits.name} {kind} {'x'.join(map(str, config.hidden))}"
-    figs = [plotting.plot_reliability_diagram(evaluation.summary["reliability"],
-                                              paths["reliability"],
-                                              title=f"{name}: {report['predictive']}",
-                                              ece=report["ece"]),
-            plotting.plot_least_certain(Xt, evaluation.probs.argmax(axis=1),
-                                        u_in["predictive_entropy"], labels=yt,
-                                        path=paths["least_certain"],
-                                        title=f"{name}: least certain test images")]
-    if u_out is not None:
-        with_mi = kind != "plain"
-        figs.append(plotting.plot_entropy_histograms(
-            u_in["predictive_entropy"], u_out["predictive_entropy"],
-            u_in["mutual_information"] if with_mi else None,
-            u_out["mutual_information"] if with_mi else None,
-            path=paths["entropy_histograms"], labels=(f"{splits.name} (in)", f"{ood} (out)"),
-            title=name))
-    for fig in figs:
-        plt.close(fig)
-    report["plots"] = {k: os.path.basename(v) for k, v in paths.items() if k != "json"}
-    atomic_write_text(paths["json"], json.dumps(_json_safe(report), indent=1) + "\n")
-    return report
-
-
-def _json_safe(value):
-    """NaN (an empty reliability bin) as null: json.dump would write invalid JSON."""
-    if isinstance(value, dict):
-        return {k: _json_safe(v) for k, v in value.items()}
-    if isinstance(value, list | tuple | np.ndarray):
-        return [_json_safe(v) for v in (value.tolist() if isinstance(value, np.ndarray)
-                                        else value)]
-    if isinstance(value, np.integer):
-        return int(value)
-    if isinstance(value, float | np.floating):
-        return float(value) if math.isfinite(value) else None
-    return value
-
-
-def pruning_files(run_dir, which="best", fractions=(0.95,)):
-    """Every file :func:`prune_run` writes, to check before it starts."""
-    names = ("pruning.csv", f"pruned_{max(fractions):g}.params", "weight_statistics.json",
-             "snr_histogram.png", "snr_cdf.png")
-    return [output_path(run_dir, name, which) for name in names]
-
-
-def prune_run(run_dir, fractions, which="best", ctx=None, data_dir=None):
-    """Signal-to-noise pruning of a Bayes-by-Backprop run's checkpoint (the paper's Table 2).
-
-    Writes, named by :func:`output_path`: ``pruning.csv`` (the test error with the means
-    after removing each fraction of the weights by |μ|/σ and by |μ|), the sparse export at
-    the largest fraction, ``weight_statistics.json`` (σ against |μ| per array) and the
-    signal-to-noise density and CDF. Returns ``{"table", "export", "statistics",
-    "dataset", "num_test", "epoch", "batch"}``.
-    """
-    import matplotlib.pyplot as plt
-
-    from . import plotting
-    from ._files import atomic_write_text
-    from .pruning import (
-        check_fractions,
-        evaluate_pruning,
-        export_pruned,
-        pruning_scores,
-        thresholds,
-        weight_statistics,
-    )
-    from .training import load_run
-
-    check_fractions(fractions)
-    model = read_run_config(run_dir)["train"].get("model")
-    if model != "bbb":
-        raise RunFolderError(f"{run_dir} is a {model!r} run; pruning needs a bbb run (it "
-                             "ranks weights by the posterior's signal-to-noise ratio)")
-    csv_path, export_path, stats_path, hist_path, cdf_path = pruning_files(run_dir, which,
-                                                                          fractions)
-    net, posterior, config, meta = load_run(run_dir, which, ctx=ctx)
-    splits = load_test_split(run_dir, config.seed, data_dir)
-    Xt, yt = splits.test
-    table = evaluate_pruning(net, posterior, Xt, yt, fractions, ctx=ctx,
-                             likelihood=config.likelihood)
-    lines = ["fraction,weights_left,error_by_snr,error_by_abs_mu"]
-    lines += [f"{r['fraction']!r},{r['weights_left']},{r['error_by_snr']!r},"
-              f"{r['error_by_abs_mu']!r}" for r in table]
-    atomic_write_text(csv_path, "\n".join(lines) + "\n")
-    export = export_pruned(export_path, posterior, max(fractions), "snr", ctx=ctx)
-    stats = weight_statistics(posterior, ctx)
-    atomic_write_text(stats_path, json.dumps(stats, indent=1) + "\n")
-    scores = pruning_scores(posterior, "snr", ctx)
-    cutoffs = dict(zip(fractions, thresholds(scores, fractions), strict=True))
-    snr = np.concatenate([s.reshape(-1) for s in scores.values()])
-    for fig in (plotting.plot_snr_histogram(snr, cutoffs, hist_path),
-                plotting.plot_snr_cdf(snr, cutoffs, cdf_path)):
-        plt.close(fig)
-    return {"table": table, "export": export, "statistics": stats, "dataset": splits.name,
-            "num_test": len(yt), "epoch": meta.get("epoch"), "batch": meta.get("batch") or 0}

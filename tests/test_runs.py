@@ -262,7 +262,8 @@ def test_last10_and_errors_at_from_a_hand_written_history(tmp_path):
 
 def test_evaluate_run_writes_the_report_it_returns(runs, fashion_root, tmp_path):
     from bbb_gluon.evaluation import evaluate_model
-    from bbb_gluon.runs import evaluate_run, evaluation_files, load_test_split
+    from bbb_gluon.reports import evaluate_run, evaluation_files
+    from bbb_gluon.runs import load_test_split
 
     bbb = tmp_path / "bbb"
     shutil.copytree(runs[0], bbb)
@@ -288,7 +289,8 @@ def test_evaluate_run_writes_the_report_it_returns(runs, fashion_root, tmp_path)
 
 def test_prune_run_writes_its_table_and_refuses_a_plain_run(runs, tmp_path):
     from bbb_gluon.pruning import evaluate_pruning
-    from bbb_gluon.runs import load_test_split, prune_run, pruning_files
+    from bbb_gluon.reports import prune_run, pruning_files
+    from bbb_gluon.runs import load_test_split
 
     bbb = tmp_path / "bbb"
     shutil.copytree(runs[0], bbb)

@@ -17,7 +17,8 @@ from .common import (
 def cmd_evaluate(args):
     """Test error, calibration, and OOD detection of a trained run."""
     from .. import data
-    from ..runs import default_ood, evaluate_run, evaluation_files
+    from ..reports import evaluate_run, evaluation_files
+    from ..runs import default_ood
 
     if args.samples < 1:
         raise UsageError(f"--samples must be >= 1, got {args.samples}")

@@ -27,7 +27,7 @@ def _parse_fractions(text):
 
 def cmd_prune(args):
     """Signal-to-noise pruning of a Bayes-by-Backprop run (the paper's Table 2)."""
-    from ..runs import prune_run, pruning_files
+    from ..reports import prune_run, pruning_files
 
     fractions = _parse_fractions(args.fractions)
     run_dir, which = args.run_dir, args.checkpoint

@@ -338,8 +338,8 @@ def _settings(args):
 
 def cmd_train(args):
     from .. import data
+    from ..reports import write_report
     from ..training import TrainingDiverged, TrainingInterrupted, fit
-    from ..training.report import write_report
 
     config, data_args, test_samples, out = _settings(args)
     ctxs = _contexts(args.ctx)

@@ -3,8 +3,8 @@
 ``config`` says what a run is (``TrainConfig``), ``model`` builds the network it names,
 ``prepare`` checks the input and sets the run up, ``loop`` runs it (``fit``), ``checkpoint``
 writes and reads the run folder (``load_run``), ``guards`` stop it at a Ctrl-C or when it
-diverges, ``history`` keeps its record, ``progress`` shows it as it goes, and ``report``
-writes a finished run's test errors (``write_report``).
+diverges, ``history`` keeps its record, and ``progress`` shows it as it goes. A finished
+run's report (``write_report``) is :mod:`bbb_gluon.reports`'.
 """
 
 from .checkpoint import CheckpointError, load_run
@@ -12,7 +12,6 @@ from .config import MODELS, RECIPES, TrainConfig
 from .guards import TrainingDiverged, TrainingInterrupted
 from .loop import TrainResult, fit
 from .model import build_mlp
-from .report import write_report
 
-__all__ = ["TrainConfig", "TrainResult", "fit", "build_mlp", "load_run", "write_report",
+__all__ = ["TrainConfig", "TrainResult", "fit", "build_mlp", "load_run",
            "CheckpointError", "TrainingInterrupted", "TrainingDiverged", "MODELS", "RECIPES"]

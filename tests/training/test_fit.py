@@ -29,6 +29,7 @@ from bbb_gluon.core.posterior import Posterior
 from bbb_gluon.core.priors import make_prior
 from bbb_gluon.data import load_dataset
 from bbb_gluon.prediction import error_rate, predict_proba
+from bbb_gluon.reports import write_report
 from bbb_gluon.training import (
     CheckpointError,
     TrainConfig,
@@ -37,7 +38,6 @@ from bbb_gluon.training import (
     build_mlp,
     fit,
     load_run,
-    write_report,
 )
 
 DOCUMENTED_KEYS = ("cost", "complexity_cost", "likelihood_cost", "valid_error",
