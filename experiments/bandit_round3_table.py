@@ -6,7 +6,8 @@ here), and, for a paired comparison by seed, each agent's difference from a chos
 
     python experiments/bandit_round3_table.py table runs/probes3/*          # markdown rows
     python experiments/bandit_round3_table.py odours RUN [--after 25000]    # meals by odour
-    python experiments/bandit_round3_table.py paired RUN [RUN ...] --base bayes-by-backprop
+    python experiments/bandit_round3_table.py paired RUN [RUN ...] [--base NAME] [--at STEP]
+    python experiments/bandit_round3_table.py snapshot RUN OUT   # an unfinished run so far
 
 ``paired`` pairs agents by seed across the folders given (the same seed shows every agent
 the same mushrooms and the same luck, whatever folder it ran in).
@@ -115,16 +116,18 @@ def odour_breakdown(run, mushrooms, after=None):
     return out
 
 
-def paired(runs, base):
-    """Every agent's final cumulative regret minus ``base``'s, paired by seed over the
-    folders ``runs`` (an agent name may occur in one folder only)."""
+def paired(runs, base, at=None):
+    """``base``'s cumulative regret minus every other agent's, at step ``at`` (default: the
+    last step of the shortest run), paired by seed over the folders ``runs`` (the same seed
+    shows every agent the same mushrooms and luck); a name met again in a later folder is
+    suffixed with that folder's name."""
+    tables = [(Path(run).name, *read_steps(run)) for run in runs]
+    at = at or min(rows.shape[1] for _, _, rows, _ in tables)
     final = {}
-    for run in runs:
-        seeds, _, agents = read_steps(run)
+    for folder, seeds, _, agents in tables:
         for name, (_, regret) in agents.items():
-            if name in final:
-                raise ValueError(f"agent {name} is in more than one folder")
-            final[name] = dict(zip(seeds.tolist(), regret.sum(1).tolist(), strict=True))
+            key = name if name not in final else f"{name} ({folder})"
+            final[key] = dict(zip(seeds.tolist(), regret[:, :at].sum(1).tolist(), strict=True))
     out = {}
     for name, per in final.items():
         if name == base:
@@ -132,23 +135,54 @@ def paired(runs, base):
         common = sorted(set(per) & set(final[base]))
         d = np.array([final[base][s] - per[s] for s in common], np.float64)
         se = d.std(ddof=1) / np.sqrt(len(d))
-        out[name] = {"seeds": common, "base_minus_agent_mean": float(d.mean()),
+        out[name] = {"at_step": at, "seeds": common, "base_minus_agent_mean": float(d.mean()),
                      "standard_error": float(se), "in_standard_errors": float(d.mean() / se),
                      "base_lower_in": int((d < 0).sum()),
                      "base_minus_agent_per_seed": [int(x) for x in d]}
     return out
 
 
+def snapshot(run, out, data_dir=None):
+    """The files of a finished run (steps.csv.gz, regret.csv, metrics.json, regret.png)
+    written into ``out`` from the checkpoint of an unfinished one, for its first ``t``
+    steps; the run itself is left as it is (continue it with ``bbb-gluon bandit --out RUN
+    --resume``)."""
+    from bbb_gluon import bandit
+    from bbb_gluon.bandit.runner import _write_outputs
+
+    run, out = Path(run), Path(out)
+    config = bandit.BanditConfig.from_json(json.loads((run / "config.json").read_text())
+                                           ["config"])
+    with np.load(run / "checkpoint.npz") as z:
+        t, seconds = int(z["t"]), float(z["seconds"])
+        rows, actions, rewards = (z[k][:, :t] for k in ("rows", "actions", "rewards"))
+    env = bandit.MushroomBandit(load_mushroom(data_dir))
+    S, A = len(config.seeds), len(config.agents)
+    rows, actions, rewards = (x.reshape(S, A, t) for x in (rows, actions, rewards))
+    regret = np.stack([env.regret(rows[s, j], actions[s, j], env.draw(config.seeds[s], 0, t)[1])
+                       for s in range(S) for j in range(A)]).reshape(S, A, t)
+    result = bandit.BanditResult(config, rows, actions, rewards, regret,
+                                 env.edible.astype(bool), seconds, out)
+    out.mkdir(parents=True, exist_ok=True)
+    _write_outputs(result, env, out)
+    (out / "config.json").write_text((run / "config.json").read_text())
+    print(f"{run}: {t:,} of {config.steps:,} steps, {seconds:.0f} s of kernel time; wrote {out}")
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("what", choices=("table", "odours", "paired"))
+    p.add_argument("what", choices=("table", "odours", "paired", "snapshot"))
     p.add_argument("runs", nargs="+")
     p.add_argument("--after", type=int, default=None)
     p.add_argument("--base", default="bayes-by-backprop")
+    p.add_argument("--at", type=int, default=None, help="paired: compare at this step")
     p.add_argument("--data-dir", default=None)
     a = p.parse_args()
     if a.what == "paired":
-        print(json.dumps(paired(a.runs, a.base), indent=2))
+        print(json.dumps(paired(a.runs, a.base, a.at), indent=2))
+        return
+    if a.what == "snapshot":
+        snapshot(*a.runs, data_dir=a.data_dir)
         return
     mushrooms = load_mushroom(a.data_dir)
     if a.what == "table":
