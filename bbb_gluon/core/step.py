@@ -21,6 +21,8 @@ Example
 import math
 from typing import NamedTuple
 
+import mxnet as mx
+import numpy as np
 from mxnet import gluon
 
 from .._checks import check_int
@@ -202,6 +204,7 @@ class BBBStep:
         """``__call__`` with ``eps``, fixed noise for tests: ``eps[k][s]`` for device ``k``
         and sample ``s``, a flat array (reference engine) or a list of per-parameter
         arrays (fused), so that the two engines can be compared on the same noise."""
+        X, y = self._as_batch(X, "X"), self._as_batch(y, "y")
         # Shapes only (no host sync): NaN in a batch shows in the costs (``watch``).
         if len(X.shape) == 0 or X.shape[0] == 0 or len(y.shape) == 0 \
                 or y.shape[0] != X.shape[0]:
@@ -226,6 +229,18 @@ class BBBStep:
             total = costs[0] if costs[1] is None else costs[0] + costs[1]
             self._watch = total if self._watch is None else self._watch + total
         return costs
+
+    def _as_batch(self, a, name):
+        """``a`` as an NDArray on the first context (NumPy arrays are copied there once);
+        float inputs must be float32, as the parameters are (a float64 batch would fail
+        inside MXNet with a message about its operators)."""
+        if not isinstance(a, mx.nd.NDArray):
+            a = mx.nd.array(np.asarray(a), ctx=self.posterior.contexts[0],
+                            dtype=np.float32)  # labels too: Gluon's losses take float32
+        if name == "X" and a.dtype != np.float32:
+            raise TypeError(f"X must be float32 like the network's parameters, got "
+                            f"{np.dtype(a.dtype).name}: pass X.astype('float32')")
+        return a
 
     def check_finite(self):
         """Raise :class:`NotFiniteError` if a cost returned since the last check, a mu or

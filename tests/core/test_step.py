@@ -354,3 +354,19 @@ def test_a_non_finite_batch_never_reaches_the_posterior(engine, bad):
     clean = step(*batch[0], 0)
     assert np.isfinite(clean.nll.asscalar()) and np.isfinite(clean.complexity.asscalar())
     assert all(np.isfinite(a.asnumpy()).all() for a in posterior.mu() + posterior.rho())
+
+
+@pytest.mark.parametrize("engine", ["fused", "reference"])
+def test_numpy_batches_are_taken_and_a_float64_batch_is_refused_in_words(engine):
+    net = mlp(mx.cpu(), outputs=5)
+    posterior = Posterior(net, seed=0)
+    step = make_step(net, posterior, engine=engine)
+    X, y = next(batches("class"))
+    costs = step(X.asnumpy(), y.asnumpy(), 0)  # NumPy arrays, as fit and predict_* take
+    assert np.isfinite(costs.nll.asscalar())
+    before = [m.asnumpy() for m in posterior.mu()]
+    with pytest.raises(TypeError, match=r"X must be float32 .* got float64: pass "
+                                        r"X.astype\('float32'\)"):
+        step(X.astype("float64"), y, 1)
+    for a, b in zip(before, posterior.mu(), strict=True):
+        np.testing.assert_array_equal(a, b.asnumpy())
