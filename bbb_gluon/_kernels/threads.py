@@ -47,6 +47,7 @@ fused kernels (no compiler, ``BBB_GLUON_FUSED=0``) nothing is changed and
 
 import contextlib
 import os
+import time
 import warnings
 
 import mxnet as mx
@@ -56,7 +57,7 @@ from . import fused
 __all__ = ["claim", "cores", "train_threads", "predict_threads", "configure", "per_context",
            "current", "set_threads", "using_threads"]
 
-_settings = {"train": None, "predict": None}
+_settings = {"train": None, "predict": None, "claim": None}
 
 
 def cores():
@@ -78,6 +79,38 @@ def _from_env(name):
     if value < 1:
         raise ValueError(f"{name} must be a positive number of threads, got {text!r}")
     return value
+
+
+def _cpu_times():
+    """(idle, total) jiffies of all CPUs from /proc/stat, or None where it cannot be read."""
+    try:
+        with open("/proc/stat") as f:
+            fields = [int(v) for v in f.readline().split()[1:]]
+    except (OSError, ValueError):
+        return None
+    return fields[3] + (fields[4] if len(fields) > 4 else 0), sum(fields)
+
+
+def idle_cores(window=0.25):
+    """How many of this process's cores other programs left idle over ``window`` seconds
+    (at least 1): the machine's idle share times :func:`cores`, this process asleep
+    meanwhile. Every core where it cannot be read (not Linux)."""
+    first = _cpu_times()
+    if first is None:
+        return cores()
+    time.sleep(window)
+    second = _cpu_times()
+    idle, total = second[0] - first[0], second[1] - first[1]
+    if total <= 0:
+        return cores()
+    return max(1, min(cores(), round(cores() * idle / total)))
+
+
+def _explicit():
+    """Whether a thread count was asked for (:func:`configure` or the environment)."""
+    return any(_settings.values()) or any(
+        _from_env(name) for name in ("BBB_GLUON_TRAIN_THREADS", "BBB_GLUON_PREDICT_THREADS",
+                                     "OMP_NUM_THREADS"))
 
 
 def train_threads():
@@ -136,7 +169,7 @@ def _call(ctx, threads=0):
     claim = 0
     if known is not None:  # without the list a new thread cannot be told from an old one
         try:
-            claim = max(train_threads(), predict_threads())
+            claim = _settings["claim"] or max(train_threads(), predict_threads())
         except ValueError:  # a bad variable is reported where the phase starts
             claim = 0
     known = (known or []) + [-1]  # never empty
@@ -146,17 +179,30 @@ def _call(ctx, threads=0):
 
 
 def claim(warn=True):
-    """Let ``mx.cpu()``'s engine thread take the larger phase count (every core unless
-    configured) before anything runs on it (see the module's notes), and say once if it
-    could not (unless ``warn`` is False): call it before the process's first MXNet
-    operator. Builds the kernels if needed; without them it does nothing."""
+    """Let ``mx.cpu()``'s engine thread take the larger phase count before anything runs on
+    it (see the module's notes), and say once if it could not (unless ``warn`` is False):
+    call it before the process's first MXNet operator. Builds the kernels if needed;
+    without them it does nothing.
+
+    With no count asked for (:func:`configure`, ``BBB_GLUON_TRAIN_THREADS`` /
+    ``_PREDICT_THREADS``, ``OMP_NUM_THREADS``), it takes the cores other programs leave
+    idle (:func:`idle_cores`) rather than every core: OpenMP threads that wait for a core
+    another program holds make each parallel region many times slower, and the count
+    cannot go back up later, so a busy machine gets what it has free now.
+    """
     if not fused.available():
         return
+    try:
+        explicit = _explicit()
+    except ValueError:  # a bad variable is reported where the phase starts
+        explicit = True
+    if not explicit:
+        _settings["claim"] = idle_cores()
     _, have = _call(mx.cpu())
     if _thread_ids() is None:  # no claim was made (new threads cannot be told apart)
         return
     try:
-        want = max(train_threads(), predict_threads())
+        want = _settings["claim"] or max(train_threads(), predict_threads())
     except ValueError:  # a bad variable is reported where the phase starts
         return
     if have < want and warn:

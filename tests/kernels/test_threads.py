@@ -232,3 +232,29 @@ def test_fit_trains_and_evaluates_with_their_counts(monkeypatch):
     fit(TrainConfig(hidden=(8,), epochs=2, batch_size=32, eval_samples=0), (X, y), (X, y),
         progress=False)
     assert seen == [1, 2, 2]  # the training loop once, then the evaluation of each epoch
+
+
+def test_idle_cores_reads_what_other_programs_leave(monkeypatch):
+    monkeypatch.setattr(threads, "cores", lambda: 4)
+    monkeypatch.setattr(threads.time, "sleep", lambda s: None)
+    for idle, expected in ((0, 1), (30, 1), (50, 2), (100, 4)):
+        samples = iter([(1000, 5000), (1000 + idle, 5100)])
+        monkeypatch.setattr(threads, "_cpu_times", samples.__next__)
+        assert threads.idle_cores() == expected, idle
+    monkeypatch.setattr(threads, "_cpu_times", lambda: None)  # not Linux
+    assert threads.idle_cores() == 4
+
+
+@needs_kernels
+def test_claim_takes_the_idle_cores_unless_a_count_is_asked_for():
+    script = """
+        import bbb_gluon._kernels.threads as t
+        t.idle_cores = lambda window=0.25: IDLE
+        t.claim()
+        print(*t.current())
+    """
+    # MXNet's own count here is one (half of two cores): the claim raises it only to the
+    # cores that are idle
+    assert _run(script.replace("IDLE", "2")) == ["2"]
+    assert _run(script.replace("IDLE", "1")) == ["1"]
+    assert _run(script.replace("IDLE", "1"), BBB_GLUON_TRAIN_THREADS="2") == ["2"]

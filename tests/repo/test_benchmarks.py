@@ -98,3 +98,19 @@ def test_fit_reports_benchmark_runs_in_tiny_mode(data_root):
                           timeout=300, env=env)
     assert done.returncode == 0, done.stderr[-2000:]
     assert "log_every=50:" in done.stdout and "log_every=10:" in done.stdout
+
+
+def test_busy_machine_benchmark_runs_in_tiny_mode():
+    done = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "bench_busy.py"), "--tiny"],
+                          capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-2000:]
+    rows = [line.split() for line in done.stdout.splitlines()[2:]]
+    assert [r[1] for r in rows] == ["tiny", "2x400"]
+    assert all(float(r[-1]) > 0 for r in rows)
+
+
+def test_small_facts_benchmark_runs():
+    done = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "bench_small_facts.py"),
+                           "--repeats", "1"], capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "nd.sum / ops.total" in done.stdout and "folder names" in done.stdout
