@@ -9,8 +9,8 @@ import numpy as np
 import psutil
 import pytest
 
-# Before the first operator (the fixtures below seed MXNet), as every user of the package
-# should: bbb_gluon.threads says why.
+# The package, as a user's program imports it (it runs no operator and claims no threads:
+# the tests run at MXNet's own thread count unless they claim).
 import bbb_gluon  # noqa: F401
 
 

@@ -129,13 +129,13 @@ def predict_threads():
 
 def configure(train=None, predict=None):
     """Set the thread counts of the two phases for this process (None: back to the
-    environment's or the default)."""
+    environment's or the default); forgets the idle cores a :func:`claim` measured."""
     for name, value in (("train", train), ("predict", predict)):
         if value is not None and (isinstance(value, bool) or not isinstance(value, int)
                                   or value < 1):
             raise ValueError(f"{name} threads must be a positive integer or None, "
                              f"got {value!r}")
-    _settings.update(train=train, predict=predict)
+    _settings.update(train=train, predict=predict, claim=None)
 
 
 def per_context(threads, ctx):
