@@ -466,11 +466,16 @@ def test_keep_samples_false_gives_the_same_measures():
         np.testing.assert_array_equal(v, full[k])
 
 
-def test_the_network_and_its_posterior_come_first_and_regressions_get_no_probabilities():
+def three_inputs(outputs):
+    """A 3-8-outputs network and its posterior."""
     net = nn.HybridSequential()
-    net.add(nn.Dense(8, activation="relu", in_units=3), nn.Dense(1, in_units=8))
+    net.add(nn.Dense(8, activation="relu", in_units=3), nn.Dense(outputs, in_units=8))
     net.initialize(mx.init.Xavier())
-    posterior = Posterior(net, seed=0)
+    return net, Posterior(net, seed=0)
+
+
+def test_the_network_and_its_posterior_come_first_and_regressions_get_no_probabilities():
+    net, posterior = three_inputs(1)
     X = np.random.default_rng(0).normal(size=(5, 3)).astype(np.float32)
     # the order of the package's earlier predict_proba(net, X, posterior) is refused
     for call in (lambda: predict_proba(net, X, posterior),
@@ -488,10 +493,7 @@ def test_the_network_and_its_posterior_come_first_and_regressions_get_no_probabi
 
 
 def test_ndarrays_are_taken_and_bad_inputs_are_refused_in_the_users_words():
-    net = nn.HybridSequential()
-    net.add(nn.Dense(8, activation="relu", in_units=3), nn.Dense(4, in_units=8))
-    net.initialize(mx.init.Xavier())
-    posterior = Posterior(net, seed=0)
+    net, posterior = three_inputs(4)
     X = np.random.default_rng(1).normal(size=(6, 3)).astype(np.float32)
     np.testing.assert_array_equal(predict_proba(net, posterior, mx.nd.array(X), 0),
                                   predict_proba(net, posterior, X, 0))
@@ -515,10 +517,7 @@ def test_the_likelihood_may_be_the_loss_the_network_trained_with():
 
     from bbb_gluon import BBBLoss, GaussianNLLLoss, GaussianPrior
 
-    net = nn.HybridSequential()
-    net.add(nn.Dense(8, activation="relu", in_units=3), nn.Dense(1, in_units=8))
-    net.initialize(mx.init.Xavier())
-    posterior = Posterior(net, seed=0)
+    net, posterior = three_inputs(1)
     X = np.random.default_rng(2).normal(size=(4, 3)).astype(np.float32)
     by_name = predict_proba(net, posterior, X, 0, likelihood="bernoulli")
     loss = BBBLoss(GaussianPrior(), g.loss.SigmoidBCELoss(), num_batches=1)
