@@ -32,6 +32,8 @@ def _guard(nll_sum, X, grads):
     One pass, by ``bbb_finite`` where the kernels run; else sums by matrix products
     (``ops.total``), since 0 times a NaN or an infinity is NaN."""
     arrays = [a for a in (X.reshape((-1,)), *grads) if a.dtype == np.float32]
+    if not arrays:  # nothing float32 to look at (integer inputs, no gradient arrays)
+        return nll_sum
     if X.context.device_type == "cpu" and load():
         return nll_sum + mx.nd.bbb_finite(*arrays, num_arrays=len(arrays))
     extra = ops.total(arrays[0])
