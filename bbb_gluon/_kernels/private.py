@@ -4,8 +4,9 @@ MXNet 1.9.1 (``bbb_gluon._mxnet_build`` checks the version at import), so that a
 that renamed one fails here and nowhere else.
 """
 
-__all__ = ["sparse_label", "is_hybridized", "act_type", "parameter_arrays",
-           "set_parameter_arrays", "dataset_arrays", "barrier"]
+__all__ = ["sparse_label", "is_hybridized", "set_hybridized", "act_type", "children",
+           "dense_settings", "conv_settings", "parameter_arrays", "set_parameter_arrays",
+           "dataset_arrays", "barrier"]
 
 
 def sparse_label(loss):
@@ -17,6 +18,29 @@ def sparse_label(loss):
 def is_hybridized(block):
     """Whether ``block.hybridize()`` is in effect (Block has no public query)."""
     return bool(block._active)
+
+
+def set_hybridized(block, active):
+    """Switch ``block``'s own cached graph on or off without dropping it (``hybridize``
+    would drop it and build it again at the next call)."""
+    block._active = bool(active)
+
+
+def children(block):
+    """``{name: child}`` of a Block, the names ``save_parameters`` puts in its keys."""
+    return block._children
+
+
+def dense_settings(dense):
+    """``(units, flatten)`` of an ``nn.Dense``, as its forward passes them to
+    ``FullyConnected``."""
+    return dense._units, dense._flatten
+
+
+def conv_settings(conv):
+    """``(operator name, keyword arguments)`` of an ``nn.Conv*`` layer, as its forward
+    calls the operator (``"Convolution"``, ``{"kernel": ..., "layout": ...}``)."""
+    return conv._op_name, dict(conv._kwargs)
 
 
 def act_type(activation):

@@ -217,6 +217,11 @@ def _add_optimisation_args(p, d):
     g.add_argument("--seed", type=int, default=d.seed,
                    help="seed of the initialisation, the data order and the weight noise "
                         f"(default {d.seed})")
+    g.add_argument("--estimator", default=d.estimator, choices=["reparam", "local", "flipout"],
+                   help="how a minibatch sees the posterior: one weight sample shared by the "
+                        "batch (reparam), the local reparameterisation (local: Dense layers, "
+                        "lower-variance gradients), or Flipout (flipout) (default "
+                        f"{d.estimator})")
     g.add_argument("--engine", default=d.engine, choices=["auto", "fused", "reference"],
                    help="how a bbb step is computed: the compiled CPU kernels (fused), "
                         "MXNet operators with autograd (reference), or fused where it "
@@ -267,7 +272,8 @@ def _config_from_args(args):
         epochs=_config_defaults().epochs if args.epochs is None else args.epochs,
         optimizer=args.optimizer,
         lr=args.lr, batch_size=args.batch_size,
-        samples=args.samples, weighting=args.weighting, complexity=args.complexity,
+        samples=args.samples, estimator=args.estimator, weighting=args.weighting,
+        complexity=args.complexity,
         prior=prior, mu_init=args.mu_init, mu_scale=args.mu_scale, rho_init=args.rho_init,
         dropout=args.dropout, eval_samples=args.eval_samples, seed=args.seed,
         engine=args.engine, loss_reduction=args.loss_reduction,

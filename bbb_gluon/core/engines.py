@@ -19,6 +19,7 @@ from .._kernels.fused import (
     unavailable_reason,
 )
 from . import ops
+from .estimators import perturbed, sample_noise
 from .priors import GaussianPrior, ScaleMixturePrior
 from .sampling import use_weights
 
@@ -67,12 +68,24 @@ def first_not_finite(named_arrays):
     return None
 
 
-# Twelve parameters: a BBBStep's state (its first four and ``samples``) and one call's
-# arguments, apart so that tests can drive this engine on fixed noise without a BBBStep.
+def _draw(posterior, ctx, k, eps):
+    """A weight sample on device ``k`` and the noise of the estimators' per-example arrays
+    beside it; ``eps``: fixed noise, a flat array or a pair ``(flat, noise)``."""
+    if eps is None:
+        draw = posterior.sample(ctx)
+        return draw, sample_noise(posterior, ctx, posterior.contexts.index(ctx))
+    flat, noise = eps if isinstance(eps, tuple) else (eps, None)
+    return posterior.sample(ctx, eps=flat), noise
+
+
+# Thirteen parameters: a BBBStep's state (its first four, ``samples`` and its estimator's
+# ``rules``) and one call's arguments, apart so that tests can drive this engine on fixed
+# noise without a BBBStep.
 def reference_step(net, posterior, loss_fn, trainer, X, y, batch_index, ctxs, samples=1,
-                   eps=None, step_size=None, batch_size=None):
+                   eps=None, step_size=None, batch_size=None, rules=None):
     """One update with MXNet operators and autograd through ``loss_fn`` (a BBBLoss); the
-    arguments and the return value are :class:`BBBStep`'s."""
+    arguments and the return value are :class:`BBBStep`'s; ``rules``: the estimator's
+    per-layer :func:`~bbb_gluon.core.estimators.plan` (default: the shared sample)."""
     Xs = gluon.utils.split_and_load(X, ctxs, even_split=False)
     ys = gluon.utils.split_and_load(y, ctxs, even_split=False)
     batch_size = X.shape[0] if batch_size is None else batch_size
@@ -80,11 +93,11 @@ def reference_step(net, posterior, loss_fn, trainer, X, y, batch_index, ctxs, sa
     with autograd.record():
         for k, (xb, yb) in enumerate(zip(Xs, ys, strict=True)):
             ctx = xb.context
-            draws = [posterior.sample(ctx, eps=None if eps is None else eps[k][s])
-                     for s in range(samples)]
-            outs = []
-            for draw in draws:
-                with use_weights(net, posterior, draw.weights, ctx):
+            draws, outs = [], []
+            for s in range(samples):
+                draw, noise = _draw(posterior, ctx, k, None if eps is None else eps[k][s])
+                draws.append(draw)
+                with perturbed(net, posterior, rules or [], draw, noise):
                     outs.append(net(xb))
             if samples == 1:
                 outs, draws = outs[0], draws[0]

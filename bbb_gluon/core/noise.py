@@ -101,6 +101,23 @@ class NoiseSource:
             self._counters[stream] = counter + 1
             return counter
 
+    def last_counter(self, stream=0):
+        """The counter of the block ``stream`` handed out last (-1 before the first)."""
+        with self._lock:
+            return self._counters.get(stream, 0) - 1
+
+    def extra(self, stream, counter, tag, shape, signs=False):
+        """Noise beside the weights' block ``counter`` of ``stream``: N(0, 1) numbers, or
+        random signs (+1/-1) with ``signs``, of any ``shape``, as a NumPy float32 array; a
+        pure function of ``(seed, stream, counter, tag)`` like the blocks, so a resumed
+        run draws the same. ``tag`` (>= 0) tells apart the arrays one step needs (the
+        estimators' per-example noise, :mod:`bbb_gluon.core.estimators`)."""
+        rng = np.random.Generator(np.random.PCG64(np.random.SeedSequence(
+            [self.seed, self.global_stream(stream), int(counter), 1 + int(tag)])))
+        if signs:
+            return (rng.integers(0, 2, size=shape, dtype=np.int8) * 2 - 1).astype(np.float32)
+        return rng.standard_normal(shape, dtype=np.float32)
+
     def next(self, ctx, stream=0):
         """The next block of ``stream`` as an NDArray of shape ``(size,)`` on ``ctx``."""
         return mx.nd.array(self.next_numpy(stream), ctx=ctx, dtype=np.float32)

@@ -55,6 +55,9 @@ class WeightSample:
     eps_sq : NDArray, shape (1,)
         :math:`\\sum \\epsilon^2` over all parameters (a constant: it has no gradient).
     ctx : Context
+    eps : list of NDArray, optional
+        :math:`\\epsilon` per array (constants): Flipout perturbs by
+        :math:`\\sigma \\circ \\epsilon` without the mean.
     """
 
     weights: list
@@ -62,6 +65,7 @@ class WeightSample:
     sigmas: list
     eps_sq: mx.nd.NDArray
     ctx: mx.Context
+    eps: list = None
 
     @property
     def num_weights(self):
@@ -313,7 +317,7 @@ class Posterior(gluon.Block):
             sigma = ops.softplus(rho)
             sigmas.append(sigma)
             weights.append(mu + sigma * e)
-        return WeightSample(weights, mus, sigmas, eps_sq, ctx)
+        return WeightSample(weights, mus, sigmas, eps_sq, ctx, eps_list)
 
     def log_q(self, sample, log_sigmas=None):
         r""":math:`\log q(w \mid \theta)` of a sample, summed over all weights; shape

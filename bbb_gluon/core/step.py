@@ -29,6 +29,7 @@ from .._checks import check_int
 from .._kernels import fused
 from .._kernels import trainer as _trainer
 from .engines import FusedBBBStep, first_not_finite, forward_with, reference_step
+from .estimators import check_estimator, plan
 from .loss import BBBLoss
 from .priors import GaussianPrior, ScaleMixturePrior
 
@@ -109,6 +110,13 @@ class BBBStep:
         everything the step trains.
     samples : int, default 1
         Weight samples averaged per step.
+    estimator : {"reparam", "local", "flipout"}, default "reparam"
+        How the minibatch sees the posterior (:mod:`bbb_gluon.core.estimators`): one
+        weight sample shared by every example (Blundell et al.), the local
+        reparameterisation on Dense layers (Flipout on convolutions), or Flipout on
+        every Dense and convolution layer. The last two give each example its own
+        weight draw, so lower-variance gradients, for a second matrix product per layer.
+        ``estimators`` says what each layer runs.
     engine : {"auto", "fused", "reference"}, default "auto"
         "auto" takes the fused kernels where they can run (CPU contexts, kernels built,
         a scale-mixture prior with the Monte-Carlo cost or a Gaussian prior, a loss
@@ -126,12 +134,16 @@ class BBBStep:
     engine : str
         "fused" or "reference": what this step runs, and ``engine_reason`` why not the
         fused one (None when it runs).
+    estimators : dict
+        ``{layer name: "reparam" | "local" | "flipout"}`` for every layer with a
+        posterior; ``rules`` has the details (and why a layer runs another estimator
+        than the one asked for).
     """
 
-    # Eight parameters: Pyro's four (net, posterior, loss, trainer), then keyword-only
+    # Nine parameters: Pyro's four (net, posterior, loss, trainer), then keyword-only
     # settings of how the step runs.
-    def __init__(self, net, posterior, loss, trainer, *, samples=1, engine="auto",
-                 loss_reduction="mean", watch=True):
+    def __init__(self, net, posterior, loss, trainer, *, samples=1, estimator="reparam",
+                 engine="auto", loss_reduction="mean", watch=True):
         if not isinstance(loss, BBBLoss):
             raise TypeError(f"loss must be a bbb_gluon.BBBLoss (its prior, likelihood and "
                             f"weighting), got {type(loss).__name__}")
@@ -142,10 +154,13 @@ class BBBStep:
         if loss_reduction not in ("mean", "sum"):
             raise ValueError(f"loss_reduction must be 'mean' or 'sum', got {loss_reduction!r}")
         check_int(samples, "samples", 1)
+        check_estimator(estimator)
         posterior.check_net(net)
         _check_trainer(trainer, net, posterior, loss)
         self.net, self.posterior, self.loss, self.trainer = net, posterior, loss, trainer
         self.samples = samples
+        self.estimator = estimator
+        self.rules = plan(net, posterior, estimator)
         self.loss_reduction = loss_reduction
         self.engine_reason = self._why_not_fused()
         if engine == "fused" and self.engine_reason:
@@ -161,8 +176,14 @@ class BBBStep:
         if self.engine == "fused":
             self._fused = FusedBBBStep(forward_with(net, posterior), posterior, trainer, loss)
 
+    @property
+    def estimators(self):
+        return {r.name: r.rule for r in self.rules}
+
     def _why_not_fused(self):
         prior, loss = self.loss.prior, self.loss
+        if any(r.rule != "reparam" for r in self.rules):
+            return f"the fused kernels run the shared sample only, not {self.estimator!r}"
         if any(c.device_type != "cpu" for c in self.posterior.contexts):
             return "the fused kernels run on CPU contexts only"
         if not (isinstance(prior, GaussianPrior) or
@@ -223,7 +244,7 @@ class BBBStep:
         else:
             costs = reference_step(self.net, self.posterior, self.loss, self.trainer, X, y,
                                    batch_index, self.posterior.contexts, self.samples, eps,
-                                   step_size, batch_size)
+                                   step_size, batch_size, self.rules)
         self._calls += 1
         if self.watch:
             total = costs[0] if costs[1] is None else costs[0] + costs[1]

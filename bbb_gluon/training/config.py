@@ -9,6 +9,7 @@ from dataclasses import asdict, dataclass, field, fields
 import numpy as np
 
 from .._checks import check_int, check_positive
+from ..core.estimators import check_estimator
 from ..core.loss import check_complexity
 from ..core.posterior import check_rho_init
 from ..core.priors import Prior, ScaleMixturePrior, make_prior
@@ -88,6 +89,10 @@ class TrainConfig:
     batch_size : int, default 128
     samples : int, default 1
         Weight samples per step (bbb).
+    estimator : {"reparam", "local", "flipout"}, default "reparam"
+        How a minibatch sees the posterior (bbb; :class:`bbb_gluon.BBBStep`): one shared
+        weight sample, the local reparameterisation (Dense layers; Flipout on
+        convolutions), or Flipout. A resumed run keeps it.
     weighting : "uniform", "blundell" or float, default "uniform"
         Complexity-cost weighting :math:`\\pi_i` across the minibatches of an epoch.
     complexity : {"mc", "kl"}, default "mc"
@@ -126,6 +131,7 @@ class TrainConfig:
     rho_lr_mult: float = 1.0
     batch_size: int = 128
     samples: int = 1
+    estimator: str = "reparam"
     weighting: object = "uniform"
     complexity: str = "mc"
     prior: Prior = field(default_factory=lambda: ScaleMixturePrior(0.5, 1.0, math.exp(-6)))
@@ -178,6 +184,10 @@ class TrainConfig:
         if self.engine not in ("auto", "fused", "reference"):
             raise ValueError(f"engine must be 'auto', 'fused' or 'reference', "
                              f"got {self.engine!r}")
+        check_estimator(self.estimator)
+        if self.estimator != "reparam" and self.model != "bbb":
+            raise ValueError(f"estimator={self.estimator!r} is a setting of the bbb model, "
+                             f"not of {self.model!r}")
         if self.optimizer not in ("adam", "sgd"):
             raise ValueError(f"unknown optimizer {self.optimizer!r}; choose 'adam' or 'sgd'")
         check_rho_init(self.rho_init)

@@ -190,9 +190,10 @@ def _model(config, net, posterior, loss, ctxs, group, kvstore, num_batches):
                        weighting=config.weighting, num_batches=num_batches)
     trainers = [_make_trainer(config, trainable_params(net, posterior, bbb_loss), ctxs, group,
                               kvstore)]
+    # watch=False: fit watches the costs itself
     step = BBBStep(net, posterior, bbb_loss, trainers[0], samples=config.samples,
-                   engine=config.engine, loss_reduction=config.loss_reduction,
-                   watch=False)  # fit watches the costs itself
+                   estimator=config.estimator, engine=config.engine,
+                   loss_reduction=config.loss_reduction, watch=False)
     pi_sum = sum(bbb_loss.weight_of(i) for i in range(num_batches))
     return net, posterior, loss_fn, step, trainers, pi_sum
 

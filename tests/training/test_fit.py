@@ -1063,6 +1063,7 @@ def test_bernoulli_likelihood_trains_on_two_moons(engine):
     ({"optimizer": "sgd"}, "optimizer"),
     ({"prior": {"kind": "gaussian", "sigma": 1.0}}, "prior"),
     ({"rho_init": -4.0}, "rho_init"),
+    ({"estimator": "flipout"}, "estimator"),
 ])
 def test_resume_with_another_trajectory_setting_is_refused(mnist_300, tmp_path, change, field):
     run_dir = tmp_path / "run"
@@ -1141,9 +1142,11 @@ def test_fit_trains_a_cnn_with_batchnorm(mnist_300, tmp_path):
         load_run(run_dir, "latest")
 
 
-@pytest.mark.parametrize("stop", [3, 7])
-def test_a_cnn_run_resumes_exactly(mnist_300, tmp_path, stop):
-    config = tiny("bbb", epochs=2, lr=0.01, eval_samples=0)
+@pytest.mark.parametrize(("stop", "estimator"), [(3, "reparam"), (7, "reparam"), (5, "local")])
+def test_a_cnn_run_resumes_exactly(mnist_300, tmp_path, stop, estimator):
+    # "local": Flipout on the convolutions, the local reparameterisation on the Dense
+    # layers, their signs and noise drawn beside the weights' (the same on resume)
+    config = tiny("bbb", epochs=2, lr=0.01, eval_samples=0, estimator=estimator)
     full = fit(config, images(mnist_300.train), images(mnist_300.valid), progress=False,
                net=small_cnn(), run_dir=tmp_path / "full")
     run_dir = tmp_path / "run"

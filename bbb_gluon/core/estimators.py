@@ -1,0 +1,252 @@
+r"""How a minibatch's forward pass sees the posterior: the gradient estimators.
+
+- ``"reparam"`` (Blundell et al.): one weight sample :math:`w = \mu + \sigma \circ \epsilon`
+  shared by the whole minibatch.
+- ``"flipout"`` (Wen et al., 2018): the same shared perturbation
+  :math:`\Delta = \sigma \circ \epsilon`, decorrelated between examples by random signs,
+  :math:`W_n = \mu + \Delta \circ (r_n s_n^\top)`: each example sees a weight drawn from
+  the posterior, at the cost of a second matrix product,
+  :math:`y_n = x_n \mu + ((x_n \circ s_n) \Delta) \circ r_n`. For convolutions the signs
+  are per (example, input channel) and per (example, output channel), the same at every
+  spatial position, so the weight stays one weight across the image (per-pixel signs, as
+  some libraries draw them, untie it: a different model). A covered bias is perturbed by
+  :math:`\Delta_b \circ r_n`.
+- ``"local"`` (the local reparameterisation, Kingma, Salimans & Welling, 2015) on Dense
+  layers: each example's pre-activations drawn from their Gaussian, mean
+  :math:`x \mu + \mu_b`, variance :math:`x^2 \sigma^2 + \sigma_b^2` (plus a floor of
+  1e-12, so that a row of zeros, a dead ReLU, gives no NaN gradient); Flipout on
+  convolutions and on a Dense layer applied at several positions (``flatten=False``),
+  where independent draws per position would untie the weight.
+
+Layers of other kinds, and layers whose weight has no posterior, keep the shared sample.
+All three estimators are unbiased for the same objective. The complexity cost is taken at
+the shared sample :math:`\mu + \sigma \circ \epsilon` (Flipout's own perturbation; under
+the local reparameterisation a draw the forward pass never used, so independent of it),
+or in closed form (``complexity="kl"``).
+
+The swap is temporary: inside :func:`perturbed` the chosen layers compute as above
+(imperatively: a hybridized network's cached graph is switched off, not dropped), and on
+leaving (also through an exception) the network is exactly as it was.
+"""
+
+from contextlib import ExitStack, contextmanager
+from dataclasses import dataclass
+
+import mxnet as mx
+from mxnet.gluon import HybridBlock, nn
+
+from .._kernels import private as _private
+from .sampling import use_weights
+
+__all__ = ["ESTIMATORS", "LayerRule", "plan", "perturbed", "check_estimator"]
+
+ESTIMATORS = ("reparam", "local", "flipout")
+
+# Added to the local reparameterisation's variance: sqrt's gradient is infinite at 0.
+VARIANCE_FLOOR = 1e-12
+
+_CONV_LAYERS = (nn.Conv1D, nn.Conv2D, nn.Conv3D)
+
+
+def check_estimator(estimator):
+    """``estimator`` if it is one of :data:`ESTIMATORS`, else ``ValueError``."""
+    if estimator not in ESTIMATORS:
+        raise ValueError(f"estimator must be one of {ESTIMATORS}, got {estimator!r}")
+    return estimator
+
+
+@dataclass(frozen=True)
+class LayerRule:
+    """What one layer with a posterior runs.
+
+    Attributes
+    ----------
+    name : str
+        The layer's structural name (``"0"``, ``"features.3"``), the prefix of its keys.
+    layer : str
+        Its class name (``"Dense"``, ``"Conv2D"``).
+    rule : {"reparam", "local", "flipout"}
+    weight, bias : int or None
+        Indices of its weight and bias in ``posterior.keys`` (None: no posterior).
+    why : str
+        Why this rule, where it is not the estimator asked for.
+    """
+
+    name: str
+    layer: str
+    rule: str
+    weight: object
+    bias: object
+    why: str = ""
+    block: object = None
+
+
+def _layers(block, prefix=""):
+    yield prefix, block
+    for name, child in _private.children(block).items():
+        yield from _layers(child, f"{prefix}{name}.")
+
+
+def plan(net, posterior, estimator):
+    """One :class:`LayerRule` per layer of ``net`` that holds a parameter of the
+    posterior, in the network's order."""
+    check_estimator(estimator)
+    index = {k: i for i, k in enumerate(posterior.keys)}
+    rules = []
+    for prefix, block in _layers(net):
+        mine = {k[len(prefix):]: i for k, i in index.items()
+                if k.startswith(prefix) and "." not in k[len(prefix):]}
+        if not mine:
+            continue
+        weight, bias = mine.get("weight"), mine.get("bias")
+        rule, why = estimator, ""
+        if estimator != "reparam":
+            if weight is None:
+                rule, why = "reparam", "its weight has no posterior"
+            elif type(block) is nn.Dense:
+                if estimator == "local" and not _private.dense_settings(block)[1]:
+                    rule, why = "flipout", "flatten=False: one weight at every position"
+            elif type(block) in _CONV_LAYERS:
+                if estimator == "local":
+                    rule, why = "flipout", "a convolution: one weight at every position"
+            else:
+                rule, why = "reparam", f"no {estimator} estimator for {type(block).__name__}"
+        rules.append(LayerRule(prefix.rstrip("."), type(block).__name__, rule, weight, bias,
+                               why, block))
+    return rules
+
+
+def _channel_shape(ndim, axis, size, batch):
+    shape = [1] * ndim
+    shape[0], shape[axis] = batch, size
+    return tuple(shape)
+
+
+class _Layer:
+    """The forward of one layer under Flipout or the local reparameterisation, with the
+    posterior's arrays of this sample."""
+
+    def __init__(self, rule, sample, noise):
+        self.rule, self.noise, self.block = rule, noise, rule.block
+        w, b = rule.weight, rule.bias
+        self.tag = 4 * w
+        if rule.rule == "flipout":
+            self.dw = sample.sigmas[w] * sample.eps[w]
+            self.db = None if b is None else sample.sigmas[b] * sample.eps[b]
+        else:
+            self.var_w = mx.nd.square(sample.sigmas[w])
+            self.var_b = None if b is None else mx.nd.square(sample.sigmas[b])
+        if isinstance(self.block, nn.Dense):
+            units, flatten = _private.dense_settings(self.block)
+            self.linear = lambda x, weight, bias: mx.nd.FullyConnected(
+                x, weight, bias, no_bias=bias is None, num_hidden=units, flatten=flatten)
+            self.channel_axis = None
+            self.flatten = flatten
+        else:
+            op_name, kwargs = _private.conv_settings(self.block)
+            kwargs.pop("no_bias")
+            op = getattr(mx.nd, op_name)
+            self.linear = lambda x, weight, bias: op(x, weight, bias, no_bias=bias is None,
+                                                     **kwargs)
+            self.channel_axis = kwargs["layout"].find("C")
+
+    def __call__(self, F, x, weight, bias=None):
+        # weight and bias: the means (use_weights put them there), or the network's own
+        # bias where the posterior has none.
+        mean = self.linear(x, weight, bias)
+        if self.rule.rule == "local":
+            var = self.linear(mx.nd.square(x), self.var_w, self.var_b)
+            zeta = self.noise(self.tag, mean.shape, False)
+            out = mean + mx.nd.sqrt(var + VARIANCE_FLOOR) * zeta
+        else:
+            out = mean + self._flipout(x, mean.shape)
+        act = self.block.act
+        return act(out) if act is not None else out
+
+    def _flipout(self, x, out_shape):
+        batch = x.shape[0]
+        if self.channel_axis is None:  # Dense: signs along the last axis (after flatten)
+            if self.flatten:
+                x = x.reshape((batch, -1))
+            s_shape = (batch,) + (1,) * (x.ndim - 2) + (x.shape[-1],)
+            r_shape = (batch,) + (1,) * (len(out_shape) - 2) + (out_shape[-1],)
+            bias_shape = None
+        else:
+            axis = self.channel_axis
+            s_shape = _channel_shape(x.ndim, axis, x.shape[axis], batch)
+            r_shape = _channel_shape(len(out_shape), axis, out_shape[axis], batch)
+            bias_shape = _channel_shape(len(out_shape), axis, out_shape[axis], 1)
+        s = self.noise(self.tag + 1, s_shape, True)
+        r = self.noise(self.tag + 2, r_shape, True)
+        pert = self.linear(mx.nd.broadcast_mul(x, s), self.dw, None)
+        if self.db is not None:
+            db = self.db if bias_shape is None else self.db.reshape(bias_shape)
+            pert = mx.nd.broadcast_add(pert, db)
+        return mx.nd.broadcast_mul(pert, r)
+
+
+def sample_noise(posterior, ctx, stream):
+    """``noise(tag, shape, signs)`` for the estimators' per-example arrays: drawn beside
+    the posterior's last weight block of ``stream`` (call it after ``sample``), so a
+    resumed run draws the same."""
+    source = posterior.noise
+    counter = source.last_counter(stream)
+
+    def noise(tag, shape, signs):
+        return mx.nd.array(source.extra(stream, counter, tag, shape, signs), ctx=ctx)
+    return noise
+
+
+@contextmanager
+def perturbed(net, posterior, rules, sample, noise):
+    """Inside the block, ``net(X)`` runs each layer as its rule says, with the weight
+    sample ``sample`` (a :class:`~bbb_gluon.core.posterior.WeightSample`, recorded by
+    autograd) and ``noise(tag, shape, signs)`` for the per-example arrays; the network
+    is restored on leaving. Where every rule is "reparam" this is ``use_weights``."""
+    special = [r for r in rules if r.rule != "reparam"]
+    if not special:
+        with use_weights(net, posterior, sample.weights, sample.ctx):
+            yield net
+        return
+    # Layers under Flipout or the local reparameterisation see the means; others the sample.
+    replaced = {i for r in special for i in (r.weight, r.bias) if i is not None}
+    weights = [m if i in replaced else w
+               for i, (w, m) in enumerate(zip(sample.weights, sample.mus, strict=True))]
+    with ExitStack() as stack:
+        stack.enter_context(use_weights(net, posterior, weights, sample.ctx))
+        stack.enter_context(_imperative(net))
+        for r in special:
+            stack.enter_context(_forward_of(r.block, _Layer(r, sample, noise)))
+        yield net
+
+
+@contextmanager
+def _forward_of(block, forward):
+    """``block.hybrid_forward`` is ``forward`` inside the block (an attribute of this
+    instance only, removed on leaving)."""
+    had = "hybrid_forward" in vars(block)
+    saved = vars(block).get("hybrid_forward")
+    object.__setattr__(block, "hybrid_forward", forward)
+    try:
+        yield
+    finally:
+        if had:
+            object.__setattr__(block, "hybrid_forward", saved)
+        else:
+            object.__delattr__(block, "hybrid_forward")
+
+
+@contextmanager
+def _imperative(net):
+    """Run the network imperatively (the swapped forwards are Python), keeping every
+    hybridized block's cached graph for the calls after the block."""
+    active = []
+    net.apply(lambda b: active.append(b) if isinstance(b, HybridBlock)
+              and _private.is_hybridized(b) else None)
+    for b in active:
+        _private.set_hybridized(b, False)
+    try:
+        yield
+    finally:
+        for b in active:
+            _private.set_hybridized(b, True)

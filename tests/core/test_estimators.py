@@ -1,0 +1,357 @@
+"""Tests for bbb_gluon.core.estimators: Flipout and the local reparameterisation over
+ordinary Gluon layers, each proved against its definition on given noise, unbiased
+against the shared sample, and leaving the network as it was."""
+
+import math
+
+import mxnet as mx
+import numpy as np
+import pytest
+from mxnet import autograd, gluon
+from mxnet.gluon import nn
+
+from bbb_gluon import (
+    BBBLoss,
+    BBBStep,
+    GaussianPrior,
+    Posterior,
+    ScaleMixturePrior,
+    trainable_params,
+    use_weights,
+)
+from bbb_gluon._kernels import private
+from bbb_gluon.core.estimators import VARIANCE_FLOOR, perturbed, plan
+from bbb_gluon.training import TrainConfig
+
+CTX = mx.cpu(1)  # a context that is not the default catches a hard-coded one
+MIXTURE = ScaleMixturePrior(0.5, 1.0, math.exp(-6))
+
+
+def recorded_noise(seed):
+    """``noise(tag, shape, signs)`` drawing from NumPy, and the arrays it handed out."""
+    rng = np.random.default_rng(seed)
+    got = {}
+
+    def noise(tag, shape, signs):
+        a = rng.choice([-1.0, 1.0], size=shape) if signs else rng.standard_normal(shape)
+        got[tag] = a.astype(np.float32)
+        return mx.nd.array(got[tag], ctx=CTX)
+    return noise, got
+
+
+def build(*layers, hybridize=True, rho=-2.0):
+    net = nn.HybridSequential()
+    net.add(*layers)
+    mx.random.seed(0)
+    net.initialize(mx.init.Xavier(), ctx=CTX)
+    if hybridize:
+        net.hybridize()
+    return net, rho
+
+
+def posterior_of(net, X, rho=-2.0, **kwargs):
+    net(X)  # shapes
+    post = Posterior(net, seed=3, rho_init=rho, **kwargs)
+    return post
+
+
+def run(net, post, X, estimator, noise, eps=None):
+    """The network's output under ``estimator`` on fixed noise, and the sample."""
+    eps = np.random.default_rng(7).standard_normal(post.num_weights).astype(np.float32) \
+        if eps is None else eps
+    sample = post.sample(CTX, eps=mx.nd.array(eps, ctx=CTX))
+    with perturbed(net, post, plan(net, post, estimator), sample, noise):
+        out = net(X)
+    return out, sample
+
+
+def as_np(arrays):
+    return [a.asnumpy().astype(np.float64) for a in arrays]
+
+
+@pytest.mark.parametrize("hybridize", [True, False])
+def test_flipout_on_dense_is_one_weight_draw_per_example(hybridize):
+    net, _ = build(nn.Dense(4, activation="tanh", in_units=5), hybridize=hybridize)
+    X = mx.nd.array(np.random.default_rng(0).normal(size=(6, 5)), ctx=CTX)
+    post = posterior_of(net, X)
+    noise, got = recorded_noise(1)
+    out, sample = run(net, post, X, "flipout", noise)
+    mu_w, mu_b = (m.asnumpy() for m in sample.mus)
+    d_w, d_b = ((s * e).asnumpy() for s, e in zip(sample.sigmas, sample.eps, strict=True))
+    s, r = got[1], got[2]  # weight index 0: tags 1 (input signs) and 2 (output signs)
+    assert s.shape == (6, 5) and r.shape == (6, 4)
+    for n in range(6):
+        w_n = mu_w + d_w * np.outer(r[n], s[n])  # W_n = mu + Delta o (r_n s_n^T)
+        b_n = mu_b + d_b * r[n]
+        with use_weights(net, post, [mx.nd.array(w_n, ctx=CTX), mx.nd.array(b_n, ctx=CTX)]):
+            alone = net(X[n:n + 1]).asnumpy()
+        np.testing.assert_allclose(out[n:n + 1].asnumpy(), alone, rtol=1e-5, atol=1e-6)
+
+
+def test_flipout_on_a_convolution_flips_channels_not_pixels():
+    net, _ = build(nn.Conv2D(3, 3, padding=1, in_channels=2, activation="relu"))
+    X = mx.nd.array(np.random.default_rng(0).normal(size=(4, 2, 5, 5)), ctx=CTX)
+    post = posterior_of(net, X)
+    noise, got = recorded_noise(2)
+    out, sample = run(net, post, X, "flipout", noise)
+    s, r = got[1], got[2]
+    # one sign per (example, channel), the same at every spatial tap
+    assert s.shape == (4, 2, 1, 1) and r.shape == (4, 3, 1, 1)
+    mu_w, mu_b = (m.asnumpy() for m in sample.mus)
+    d_w, d_b = ((sg * e).asnumpy() for sg, e in zip(sample.sigmas, sample.eps, strict=True))
+    for n in range(4):
+        flip = np.outer(r[n].ravel(), s[n].ravel())[:, :, None, None]
+        w_n, b_n = mu_w + d_w * flip, mu_b + d_b * r[n].ravel()
+        with use_weights(net, post, [mx.nd.array(w_n, ctx=CTX), mx.nd.array(b_n, ctx=CTX)]):
+            alone = net(X[n:n + 1]).asnumpy()
+        np.testing.assert_allclose(out[n:n + 1].asnumpy(), alone, rtol=1e-5, atol=1e-5)
+
+
+def test_the_local_reparameterisation_matches_float64_numpy_with_its_gradients():
+    net, _ = build(nn.Dense(4, in_units=5))
+    rng = np.random.default_rng(0)
+    X = mx.nd.array(rng.normal(size=(6, 5)), ctx=CTX)
+    post = posterior_of(net, X)
+    noise, got = recorded_noise(3)
+    c = rng.normal(size=(6, 4))
+    with autograd.record():
+        out, sample = run(net, post, X, "local", noise)
+        total = (out * mx.nd.array(c, ctx=CTX)).sum()
+    total.backward()
+    x = X.asnumpy().astype(np.float64)
+    mu_w, mu_b = as_np(post.mu(CTX))
+    rho_w, rho_b = as_np(post.rho(CTX))
+    sig_w, sig_b = np.log1p(np.exp(rho_w)), np.log1p(np.exp(rho_b))
+    zeta = got[0].astype(np.float64)
+    mean = x @ mu_w.T + mu_b
+    sd = np.sqrt((x ** 2) @ (sig_w ** 2).T + sig_b ** 2 + VARIANCE_FLOOR)
+    np.testing.assert_allclose(out.asnumpy(), mean + sd * zeta, rtol=1e-5, atol=1e-6)
+    # d/dmu: the mean's; d/drho through the variance: c zeta / (2 sd) * d var/d sigma^2
+    g_sd = c * zeta / (2 * sd)
+    sigmoid = lambda v: 1 / (1 + np.exp(-v))  # noqa: E731
+    expect = {"mu": [c.T @ x, c.sum(0)],
+              "rho": [(g_sd.T @ x ** 2) * 2 * sig_w * sigmoid(rho_w),
+                      g_sd.sum(0) * 2 * sig_b * sigmoid(rho_b)]}
+    for which, params in (("mu", post.mu_parameters), ("rho", post.rho_parameters)):
+        for p, e in zip(params, expect[which], strict=True):
+            np.testing.assert_allclose(p.grad(CTX).asnumpy(), e, rtol=1e-4, atol=1e-6)
+
+
+def mean_and_var_of_gradients(net, post, X, y, estimator, draws, seed):
+    """Mean and variance over ``draws`` of the likelihood's gradient w.r.t. mu and rho."""
+    loss = gluon.loss.SoftmaxCrossEntropyLoss()
+    rules = plan(net, post, estimator)
+    rng = np.random.default_rng(seed)
+    grads = []
+    for _ in range(draws):
+        noise = lambda tag, shape, signs: mx.nd.array(  # noqa: E731
+            rng.choice([-1.0, 1.0], size=shape) if signs else rng.standard_normal(shape),
+            ctx=CTX)
+        eps = mx.nd.array(rng.standard_normal(post.num_weights), ctx=CTX)
+        with autograd.record():
+            sample = post.sample(CTX, eps=eps)
+            with perturbed(net, post, rules, sample, noise):
+                cost = loss(net(X), y).sum()
+        cost.backward()
+        grads.append(np.concatenate([p.grad(CTX).asnumpy().ravel() for p in
+                                     post.mu_parameters + post.rho_parameters]))
+    grads = np.array(grads, dtype=np.float64)
+    return grads.mean(0), grads.var(0, ddof=1)
+
+
+def test_each_estimator_is_unbiased_for_the_shared_samples_gradient():
+    net, _ = build(nn.Dense(8, activation="relu", in_units=4), nn.Dense(3, in_units=8))
+    rng = np.random.default_rng(0)
+    # Wide weights (sigma 0.97) and inputs, so that a wrong variance shows: |x| in place
+    # of x^2 in the local reparameterisation's fails by z > 7.
+    X = mx.nd.array(3 * rng.normal(size=(6, 4)), ctx=CTX)
+    y = mx.nd.array(rng.integers(0, 3, size=6), ctx=CTX)
+    post = posterior_of(net, X, rho=0.5)
+    draws = 500
+    base, base_var = mean_and_var_of_gradients(net, post, X, y, "reparam", draws, 1)
+    for k, estimator in enumerate(("local", "flipout")):
+        mean, var = mean_and_var_of_gradients(net, post, X, y, estimator, draws, 2 + k)
+        z = (mean - base) / np.sqrt((var + base_var) / draws + 1e-12)
+        # 134 gradients: the largest of as many standard normals passes 4.5 rarely
+        assert np.abs(z).max() < 4.5, (estimator, np.abs(z).max())
+
+
+@pytest.mark.parametrize("estimator", ["local", "flipout"])
+def test_with_sigma_near_zero_the_plain_network_and_its_gradient(estimator):
+    net, _ = build(nn.Dense(6, activation="relu", in_units=4), nn.Dense(3, in_units=6))
+    X = mx.nd.array(np.random.default_rng(0).normal(size=(5, 4)), ctx=CTX)
+    post = posterior_of(net, X, rho=-40.0)  # sigma = softplus(-40), about 4e-18
+    with autograd.record():
+        out, _ = run(net, post, X, estimator, recorded_noise(0)[0])
+        out.sum().backward()
+    grads = [p.grad(CTX).asnumpy().copy() for p in post.mu_parameters]
+    with autograd.record():
+        with use_weights(net, post, post.mu(CTX)):
+            plain = net(X)
+        plain.sum().backward()
+    np.testing.assert_allclose(out.asnumpy(), plain.asnumpy(), rtol=1e-5, atol=1e-5)
+    for g, p in zip(grads, post.mu_parameters, strict=True):
+        np.testing.assert_allclose(g, p.grad(CTX).asnumpy(), rtol=1e-5, atol=1e-5)
+
+
+def test_rows_of_zeros_give_no_nan_gradient():
+    # No Bayesian bias: a zero input row, and the dead ReLU row it makes, have variance 0.
+    net, _ = build(nn.Dense(5, activation="relu", in_units=3, use_bias=False),
+                   nn.Dense(2, in_units=5, use_bias=False))
+    X = mx.nd.array([[0.0, 0.0, 0.0], [1.0, -2.0, 0.5]], ctx=CTX)
+    post = posterior_of(net, X)
+    with autograd.record():
+        out, _ = run(net, post, X, "local", recorded_noise(0)[0])
+        out.sum().backward()
+    for p in post.mu_parameters + post.rho_parameters:
+        assert np.isfinite(p.grad(CTX).asnumpy()).all(), p.name
+
+
+def snapshot(net):
+    return [(b, dict(vars(b)).get("hybrid_forward"),
+             private.is_hybridized(b) if isinstance(b, gluon.HybridBlock) else None)
+            for b in _blocks(net)], \
+        [private.parameter_arrays(p) for p in net.collect_params().values()]
+
+
+def _blocks(net):
+    found = []
+    net.apply(found.append)
+    return found
+
+
+def assert_unchanged(net, before):
+    blocks, arrays = snapshot(net)
+    assert [(id(b), f, h) for b, f, h in blocks] == [(id(b), f, h) for b, f, h in before[0]]
+    assert all(all(x is y for x, y in zip(a, b, strict=True))
+               for a, b in zip(arrays, before[1], strict=True))
+    for (_, f, _) in blocks:
+        assert f is None
+
+
+@pytest.mark.parametrize("estimator", ["local", "flipout"])
+def test_the_network_is_as_it_was_after_a_step_and_after_an_exception(estimator):
+    net, _ = build(nn.Conv2D(3, 3, in_channels=1, activation="relu"), nn.Flatten(),
+                   nn.Dense(4, in_units=3 * 4 * 4))
+    X = mx.nd.array(np.random.default_rng(0).normal(size=(5, 1, 6, 6)), ctx=CTX)
+    y = mx.nd.array([0, 1, 2, 3, 0], ctx=CTX)
+    post = posterior_of(net, X)
+    expected_before = net(X).asnumpy()
+    before = snapshot(net)
+    loss = BBBLoss(MIXTURE, num_batches=1)
+    trainer = gluon.Trainer(trainable_params(net, post, loss), "sgd", {"learning_rate": 0.0})
+    step = BBBStep(net, post, loss, trainer, estimator=estimator)
+    step(X, y)
+    assert_unchanged(net, before)
+    with pytest.raises(mx.base.MXNetError):
+        step(X[:, :, :4, :4], y)  # the Dense layer's input no longer fits: fails inside
+    assert_unchanged(net, before)
+    # lr 0: the parameters did not move; the cached graph still runs the plain network
+    np.testing.assert_allclose(net(X).asnumpy(), expected_before, rtol=1e-5, atol=1e-6)
+
+
+def test_hybridized_and_imperative_networks_agree():
+    outs = []
+    for hybridize in (True, False):
+        net, _ = build(nn.Dense(6, activation="relu", in_units=4), nn.Dense(3, in_units=6),
+                       hybridize=hybridize)
+        X = mx.nd.array(np.random.default_rng(0).normal(size=(5, 4)), ctx=CTX)
+        post = posterior_of(net, X)
+        outs.append([run(net, post, X, e, recorded_noise(4)[0])[0].asnumpy()
+                     for e in ("local", "flipout")])
+    np.testing.assert_allclose(np.array(outs[0]), np.array(outs[1]), rtol=1e-6)
+
+
+def test_the_plan_says_what_each_layer_runs_and_why():
+    net = nn.HybridSequential()
+    net.add(nn.Conv2D(2, 3, in_channels=1), nn.Conv2DTranspose(2, 3, in_channels=2),
+            nn.Dense(3, flatten=False, in_units=5), nn.Flatten(), nn.Dense(4),
+            nn.Dense(2, in_units=4))
+    net.initialize(ctx=CTX)
+    X = mx.nd.ones((2, 1, 5, 5), ctx=CTX)
+    post = posterior_of(net, X, select=r"^(0|1|2|4)\.|^5\.bias")
+    rules = {r.name: r for r in plan(net, post, "local")}
+    assert {k: r.rule for k, r in rules.items()} == {
+        "0": "flipout", "1": "reparam", "2": "flipout", "4": "local", "5": "reparam"}
+    assert "convolution" in rules["0"].why and "Conv2DTranspose" in rules["1"].why
+    assert "flatten=False" in rules["2"].why and "no posterior" in rules["5"].why
+    assert {r.rule for r in plan(net, post, "flipout")} == {"flipout", "reparam"}
+    assert {r.rule for r in plan(net, post, "reparam")} == {"reparam"}
+
+
+def tiny_step(estimator, **kwargs):
+    net, _ = build(nn.Dense(5, activation="relu", in_units=3), nn.Dense(2, in_units=5))
+    X = mx.nd.ones((4, 3), ctx=CTX)
+    post = posterior_of(net, X)
+    loss = BBBLoss(kwargs.pop("prior", MIXTURE), num_batches=1,
+                   complexity=kwargs.pop("complexity", "mc"))
+    trainer = gluon.Trainer(trainable_params(net, post, loss), "sgd",
+                            {"learning_rate": kwargs.pop("lr", 0.1)})
+    return BBBStep(net, post, loss, trainer, estimator=estimator, **kwargs), X, post
+
+
+def test_bbbstep_takes_an_estimator_and_says_what_runs():
+    step, _, _ = tiny_step("local")
+    assert step.estimators == {"0": "local", "1": "local"}
+    assert step.engine == "reference" and "shared sample" in step.engine_reason
+    with pytest.raises(ValueError, match="engine='fused' cannot run here"):
+        tiny_step("flipout", engine="fused")
+    with pytest.raises(ValueError, match="estimator must be one of"):
+        tiny_step("lrt")
+    with pytest.raises(ValueError, match="estimator must be one of"):
+        TrainConfig(estimator="Flipout")
+    with pytest.raises(ValueError, match="setting of the bbb model"):
+        TrainConfig(model="plain", estimator="local")
+
+
+@pytest.mark.parametrize("estimator", ["local", "flipout"])
+@pytest.mark.parametrize("prior", [GaussianPrior(0.5), MIXTURE])
+def test_the_steps_complexity_cost_is_unbiased(estimator, prior):
+    """The cost the step reports (the Monte-Carlo log q - log P at the shared sample)
+    averages to KL(q || P): the closed form for a Gaussian prior, quadrature for the
+    scale mixture. lr 0, so every step draws from the same posterior."""
+    step, X, post = tiny_step(estimator, prior=prior, lr=0.0)
+    y = mx.nd.array([0, 1, 1, 0], ctx=CTX)
+    costs = np.array([step(X, y).complexity.asscalar() for _ in range(400)])
+    mus = np.concatenate([m.asnumpy().ravel() for m in post.mu(CTX)]).astype(np.float64)
+    sig = np.concatenate([s.asnumpy().ravel() for s in post.sigma(CTX)]).astype(np.float64)
+    if isinstance(prior, GaussianPrior):
+        exact = np.sum(np.log(prior.sigma / sig) + (sig ** 2 + mus ** 2)
+                       / (2 * prior.sigma ** 2) - 0.5)
+    else:
+        nodes, weights = np.polynomial.hermite_e.hermegauss(80)
+        w = mus[:, None] + sig[:, None] * nodes[None, :]
+
+        def normal(v, s):
+            return np.exp(-0.5 * (v / s) ** 2) / (s * math.sqrt(2 * math.pi))
+        log_p = np.log(prior.pi * normal(w, prior.sigma1) + (1 - prior.pi)
+                       * normal(w, prior.sigma2))
+        log_q = -np.log(sig)[:, None] - 0.5 * nodes[None, :] ** 2 - 0.5 * math.log(2 * math.pi)
+        exact = np.sum((log_q - log_p) @ weights / math.sqrt(2 * math.pi))
+    se = costs.std(ddof=1) / math.sqrt(len(costs))
+    assert abs(costs.mean() - exact) < 4 * se + 1e-3 * abs(exact), (costs.mean(), exact, se)
+    # and the closed form for the Gaussian prior, with any estimator
+    if isinstance(prior, GaussianPrior):
+        step, X, post = tiny_step(estimator, prior=prior, lr=0.0, complexity="kl")
+        assert step(X, y).complexity.asscalar() == pytest.approx(exact, rel=1e-4)
+
+
+@pytest.mark.parametrize("estimator", ["local", "flipout"])
+def test_a_convolutional_network_with_batchnorm_learns(estimator):
+    net, _ = build(nn.Conv2D(4, 3, in_channels=1, activation="relu"), nn.BatchNorm(),
+                   nn.Flatten(), nn.Dense(3, in_units=4 * 4 * 4))
+    rng = np.random.default_rng(0)
+    X = mx.nd.array(rng.normal(size=(30, 1, 6, 6)), ctx=CTX)
+    y = mx.nd.array((X.asnumpy()[:, 0, :3].sum((1, 2)) > 0).astype(np.float32), ctx=CTX)
+    post = posterior_of(net, X, rho=-5.0)
+    loss = BBBLoss(GaussianPrior(1.0), num_batches=1)
+    trainer = gluon.Trainer(trainable_params(net, post, loss), "adam", {"learning_rate": 0.02})
+    step = BBBStep(net, post, loss, trainer, estimator=estimator)
+    assert step.estimators == {"0": "flipout", "3": estimator}
+    gamma = net[1].gamma.data(CTX).asnumpy().copy()
+    first = [step(X, y).nll.asscalar() for _ in range(3)]
+    for _ in range(60):
+        last = step(X, y).nll.asscalar()
+    step.check_finite()
+    assert last < 0.5 * np.mean(first)
+    assert not np.allclose(net[1].gamma.data(CTX).asnumpy(), gamma)  # BatchNorm learns
