@@ -8,9 +8,12 @@
 //
 // Ops (all float32, flat 1-D arrays of one length n):
 //   bbb_normal(like)                  -> eps       attrs seed, stream, counter, layer
+//                                    (signs=1: +1/-1 by the sign of each draw)
 //   bbb_sample(mu, rho, eps)         -> w         w = mu + softplus(rho) * eps
-//   bbb_grad(gw, w, eps, mu, rho[, guard]) -> gmu, grho   attrs kind, scale, prior
-//                                    parameters, guard (see finite_bits)
+//   bbb_draw(mu, rho)                -> eps, w[, aux]   aux=1: sigma * eps, aux=2: sigma^2
+//   bbb_grad(gw, w, eps, mu, rho[, g2][, guard]) -> gmu, grho   attrs kind, scale, prior
+//                                    parameters, aux (see for_each_grad), guard (see
+//                                    finite_bits)
 //   bbb_cost(w, eps, mu, rho)        -> (1,)      complexity cost value, same attrs
 //   bbb_finite(a, b, ...)             -> (1,)      0 if every element is finite, else NaN
 #include <cmath>
@@ -145,6 +148,10 @@ MXReturnValue normal_forward(const Attrs& attrs, std::vector<MXTensor>* inputs,
     float unused;
     normal_pair(mix64(key + static_cast<uint64_t>(half)), &eps[n - 1], &unused);
   }
+  if (attr_u(attrs, "signs") != 0) {  // Flipout's random signs: symmetric, so +1/-1 evenly
+#pragma omp parallel for simd schedule(static)
+    for (int64_t i = 0; i < n; ++i) eps[i] = eps[i] >= 0.f ? 1.f : -1.f;
+  }
   return MX_SUCCESS;
 }
 
@@ -183,6 +190,8 @@ MXReturnValue sample_forward(const Attrs&, std::vector<MXTensor>* inputs,
 }
 
 // ---- bbb_draw: (eps, w) in one call: bbb_normal's numbers, then bbb_sample on them ----
+// With aux=1 a third output, Flipout's perturbation sigma * eps; with aux=2, the local
+// reparameterisation's variance sigma^2.
 MXReturnValue draw_forward(const Attrs& attrs, std::vector<MXTensor>* inputs,
                            std::vector<MXTensor>* outputs, const OpResource& res) {
   const float* mu = (*inputs)[0].data<float>();
@@ -192,8 +201,19 @@ MXReturnValue draw_forward(const Attrs& attrs, std::vector<MXTensor>* inputs,
   const float* eps = (*outputs)[0].data<float>();
   float* w = (*outputs)[1].data<float>();
   const int64_t n = (*outputs)[1].size();
+  const int aux = static_cast<int>(attr_u(attrs, "aux"));
+  if (aux == 0) {
 #pragma omp parallel for simd schedule(static)
-  for (int64_t i = 0; i < n; ++i) w[i] = mu[i] + softplus(rho[i]) * eps[i];
+    for (int64_t i = 0; i < n; ++i) w[i] = mu[i] + softplus(rho[i]) * eps[i];
+    return MX_SUCCESS;
+  }
+  float* a = (*outputs)[2].data<float>();
+#pragma omp parallel for simd schedule(static)
+  for (int64_t i = 0; i < n; ++i) {
+    const float s = softplus(rho[i]);
+    w[i] = mu[i] + s * eps[i];
+    a[i] = aux == 1 ? s * eps[i] : s * s;
+  }
   return MX_SUCCESS;
 }
 
@@ -204,6 +224,46 @@ MXReturnValue draw_forward(const Attrs& attrs, std::vector<MXTensor>* inputs,
 //   d/dmu = dL/dw + scale * mu / sp^2,
 //   d/drho = sigmoid(rho) * (eps * dL/dw + scale * (sigma / sp^2 - 1 / sigma)).
 // Calls emit(i, dmu, drho) for every element, with the gradients above.
+//
+// Under Flipout (aux=1) and the local reparameterisation (aux=2) the likelihood reaches
+// mu and rho by two paths: gw is its gradient w.r.t. the mean weights and g2 w.r.t.
+// Flipout's perturbation sigma * eps (d/drho: sigmoid(rho) * eps * g2) or the variance
+// sigma^2 (d/drho: sigmoid(rho) * 2 sigma * g2); the complexity cost is taken at
+// w = mu + sigma * eps as above.
+template <typename Emit>
+MXReturnValue for_each_grad_two(const Prior& p, const float* gw, const float* g2, int aux,
+                                const float* w, const float* eps, const float* mu,
+                                const float* rho, int64_t n, Emit emit) {
+  const float scale = static_cast<float>(p.scale);
+  const bool mc = p.kind == kMixture || p.kind == kGaussianMC;
+  const float ca = scale * p.inv_s1sq, cb = scale * p.sigmoid_coef, k = p.k, c = p.c;
+  const float cw = static_cast<float>(p.scale / (p.sp * p.sp));
+  const float inv_sp2 = static_cast<float>(1.0 / (p.sp * p.sp));
+  if (p.kind != kNone && !mc && p.kind != kGaussianKL) return MX_FAIL;
+  const bool off = p.kind == kNone || scale == 0.f;
+#pragma omp parallel for simd schedule(static)
+  for (int64_t i = 0; i < n; ++i) {
+    const float r = rho[i], s = softplus(r), e = eps[i], wi = w[i];
+    const float lik = aux == 1 ? e * g2[i] : 2.f * s * g2[i];
+    float hc = 0.f, rest = 0.f, dmu = gw[i];
+    if (off) {
+    } else if (p.kind == kMixture) {
+      hc = wi * (ca + cb * sigmoid(c - k * wi * wi));
+    } else if (p.kind == kGaussianMC) {
+      hc = cw * wi;
+    } else {  // closed-form KL: no sample
+      dmu += scale * mu[i] * inv_sp2;
+      rest = scale * (s * inv_sp2 - 1.f / s);
+    }
+    if (!off && mc) {
+      dmu += hc;
+      rest = e * hc - scale / s;
+    }
+    emit(i, dmu, sigmoid(r) * (lik + rest));
+  }
+  return MX_SUCCESS;
+}
+
 template <typename Emit>
 MXReturnValue for_each_grad(const Prior& p, const float* gw, const float* w, const float* eps,
                             const float* mu, const float* rho, int64_t n, Emit emit) {
@@ -242,6 +302,18 @@ MXReturnValue for_each_grad(const Prior& p, const float* gw, const float* w, con
   return MX_SUCCESS;
 }
 
+// for_each_grad, or for_each_grad_two where the kernel has the second gradient g2 (aux > 0).
+template <typename Emit>
+MXReturnValue for_each_grad_aux(const Prior& p, const float* gw, const float* g2, int aux,
+                                const float* w, const float* eps, const float* mu,
+                                const float* rho, int64_t n, Emit emit) {
+  if (aux != 0) return for_each_grad_two(p, gw, g2, aux, w, eps, mu, rho, n, emit);
+  return for_each_grad(p, gw, w, eps, mu, rho, n, emit);
+}
+
+inline int aux_of(const Attrs& a) { return static_cast<int>(attr_u(a, "aux")); }
+inline int has_aux(const Attrs& a) { return aux_of(a) != 0 ? 1 : 0; }
+
 MXReturnValue grad_forward(const Attrs& attrs, std::vector<MXTensor>* inputs,
                            std::vector<MXTensor>* outputs, const OpResource&) {
   float* gmu = (*outputs)[0].data<float>();
@@ -252,17 +324,20 @@ MXReturnValue grad_forward(const Attrs& attrs, std::vector<MXTensor>* inputs,
     std::fill(grho, grho + n, 0.f);
     return MX_SUCCESS;
   }
-  return for_each_grad(Prior(attrs), (*inputs)[0].data<float>(), (*inputs)[1].data<float>(),
-                       (*inputs)[2].data<float>(), (*inputs)[3].data<float>(),
-                       (*inputs)[4].data<float>(), (*outputs)[0].size(),
-                       [=](int64_t i, float dmu, float drho) {
+  const int aux = aux_of(attrs);
+  return for_each_grad_aux(Prior(attrs), (*inputs)[0].data<float>(),
+                           aux ? (*inputs)[5].data<float>() : nullptr, aux,
+                           (*inputs)[1].data<float>(), (*inputs)[2].data<float>(),
+                           (*inputs)[3].data<float>(), (*inputs)[4].data<float>(),
+                           (*outputs)[0].size(), [=](int64_t i, float dmu, float drho) {
                          gmu[i] = dmu;
                          grho[i] = drho;
                        });
 }
 
 // ---- bbb_update: bbb_grad and the optimiser's update in one pass ----------------------
-// Inputs gw, w, eps, mu, rho (+ m_mu, v_mu, m_rho, v_rho for Adam); mu, rho and the
+// Inputs gw, w, eps, mu, rho (+ m_mu, v_mu, m_rho, v_rho for Adam, + g2 with aux, + the
+// guard); mu, rho and the
 // states are updated in place (declared as mutated inputs). The arithmetic is MXNet's
 // sgd_update / adam_update (optimizer_op-inl.h) on the gradients bbb_grad computes:
 //   g = clip(rescale * grad + wd * x)      (Adam; SGD clips rescale * grad)
@@ -298,7 +373,9 @@ MXReturnValue update_forward(const Attrs& attrs, std::vector<MXTensor>* inputs,
   const int64_t n = (*inputs)[3].size();
   (*outputs)[0].data<float>()[0] = 0.f;
   if (!guard_passes(attrs, inputs)) return MX_SUCCESS;  // mu, rho and the states unchanged
-  const int states = static_cast<int>(inputs->size()) - guarded(attrs);
+  const int aux = aux_of(attrs);
+  const int states = static_cast<int>(inputs->size()) - guarded(attrs) - has_aux(attrs);
+  const float* g2 = aux ? (*inputs)[states].data<float>() : nullptr;
   const float* gw = (*inputs)[0].data<float>();
   const float* w = (*inputs)[1].data<float>();
   const float* eps = (*inputs)[2].data<float>();
@@ -317,19 +394,19 @@ MXReturnValue update_forward(const Attrs& attrs, std::vector<MXTensor>* inputs,
     // Without momentum, one loop per case: a select inside the loop let the compiler
     // reorder the sum (measured: the Trainer's results no longer to the bit).
     if (!has_mom && !clipped) {
-      return for_each_grad(p, gw, w, eps, mu, rho, n, [=](int64_t i, float dmu, float drho) {
+      return for_each_grad_aux(p, gw, g2, aux, w, eps, mu, rho, n, [=](int64_t i, float dmu, float drho) {
         mu[i] = mu[i] + ((0.f - lwd_mu * mu[i]) - lrr_mu * dmu);
         rho[i] = rho[i] + ((0.f - lwd_rho * rho[i]) - lrr_rho * drho);
       });
     }
     if (!has_mom) {
-      return for_each_grad(p, gw, w, eps, mu, rho, n, [=](int64_t i, float dmu, float drho) {
+      return for_each_grad_aux(p, gw, g2, aux, w, eps, mu, rho, n, [=](int64_t i, float dmu, float drho) {
         mu[i] = mu[i] + ((0.f - lwd_mu * mu[i]) - u.lr_mu * clip_to(u.rescale * dmu, u.clip));
         rho[i] = rho[i] + ((0.f - lwd_rho * rho[i]) -
                            u.lr_rho * clip_to(u.rescale * drho, u.clip));
       });
     }
-    return for_each_grad(p, gw, w, eps, mu, rho, n, [=](int64_t i, float dmu, float drho) {
+    return for_each_grad_aux(p, gw, g2, aux, w, eps, mu, rho, n, [=](int64_t i, float dmu, float drho) {
       const float step_mu = clipped ? u.lr_mu * clip_to(u.rescale * dmu, u.clip) : lrr_mu * dmu;
       const float step_rho =
           clipped ? u.lr_rho * clip_to(u.rescale * drho, u.clip) : lrr_rho * drho;
@@ -348,7 +425,7 @@ MXReturnValue update_forward(const Attrs& attrs, std::vector<MXTensor>* inputs,
   float* v_mu = (*inputs)[6].data<float>();
   float* m_rho = (*inputs)[7].data<float>();
   float* v_rho = (*inputs)[8].data<float>();
-  return for_each_grad(p, gw, w, eps, mu, rho, n, [=](int64_t i, float dmu, float drho) {
+  return for_each_grad_aux(p, gw, g2, aux, w, eps, mu, rho, n, [=](int64_t i, float dmu, float drho) {
     float g = clip_to(dmu * u.rescale + mu[i] * u.wd_mu, u.clip);
     float m = u.b1 * m_mu[i] + (1.f - u.b1) * g;
     float v = u.b2 * v_mu[i] + (1.f - u.b2) * g * g;
@@ -377,7 +454,7 @@ MXReturnValue mutate_update(const Attrs& a, std::vector<int>* inputs) {
 }
 
 MXReturnValue parse_update(const Attrs& a, int* i, int* o) {
-  return parse_n(a, i, o, update_inputs(a) + guarded(a), 1);
+  return parse_n(a, i, o, update_inputs(a) + has_aux(a) + guarded(a), 1);
 }
 
 // ---- bbb_cost: the complexity cost's value (log q - log P, or the closed-form KL) ------
@@ -488,13 +565,15 @@ MXReturnValue threads_forward(const Attrs& attrs, std::vector<MXTensor>* inputs,
   return MX_SUCCESS;
 }
 
-MXReturnValue parse_draw(const Attrs& a, int* i, int* o) { return parse_n(a, i, o, 2, 2); }
+MXReturnValue parse_draw(const Attrs& a, int* i, int* o) {
+  return parse_n(a, i, o, 2, 2 + (attr_u(a, "aux") != 0 ? 1 : 0));
+}
 MXReturnValue parse_lrt(const Attrs& a, int* i, int* o) { return parse_n(a, i, o, 2, 1); }
 MXReturnValue parse_threads(const Attrs& a, int* i, int* o) { return parse_n(a, i, o, 1, 1); }
 MXReturnValue parse_normal(const Attrs& a, int* i, int* o) { return parse_n(a, i, o, 1, 1); }
 MXReturnValue parse_sample(const Attrs& a, int* i, int* o) { return parse_n(a, i, o, 3, 1); }
 MXReturnValue parse_grad(const Attrs& a, int* i, int* o) {
-  return parse_n(a, i, o, 5 + guarded(a), 2);
+  return parse_n(a, i, o, 5 + has_aux(a) + guarded(a), 2);
 }
 MXReturnValue parse_cost(const Attrs& a, int* i, int* o) { return parse_n(a, i, o, 4, 1); }
 

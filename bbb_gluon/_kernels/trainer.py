@@ -67,6 +67,13 @@ def scale(trainer):
     return trainer._scale
 
 
+def use_context(opt, ctx):
+    """Count updates on ``ctx``'s device, as MXNet's updater does before each update: the
+    optimiser keeps one count per device id (so on ``cpu(1)`` the Trainer's own updates
+    count elsewhere than on ``cpu(0)``)."""
+    opt._set_current_context(ctx.device_id)
+
+
 def count_update(opt, index):
     """Count one update of ``index``, as ``Optimizer.update`` does before it steps."""
     opt._update_count(index)

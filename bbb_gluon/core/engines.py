@@ -19,9 +19,8 @@ from .._kernels.fused import (
     unavailable_reason,
 )
 from . import ops
-from .estimators import perturbed, sample_noise
+from .estimators import key_modes, perturbed, sample_noise, swapped
 from .priors import GaussianPrior, ScaleMixturePrior
-from .sampling import use_weights
 
 __all__ = ["FusedBBBStep", "reference_step", "forward_with", "first_not_finite", "prior_attrs"]
 
@@ -50,11 +49,13 @@ def _zero_nonfinite(grads):
         mx.nd.where(mx.nd.contrib.isfinite(g), g, mx.nd.zeros_like(g), out=g)
 
 
-def forward_with(net, posterior):
-    """``forward(weights, ctx, X)``: ``net(X)`` with ``weights`` in place of the posterior's
-    parameters of ``net`` (the callable the fused engine runs the network through)."""
-    def forward(weights, ctx, X):
-        with use_weights(net, posterior, weights, ctx):
+def forward_with(net, posterior, rules=()):
+    """``forward(weights, ctx, X, aux=None, noise=None)``: ``net(X)`` with ``weights`` in
+    place of the posterior's parameters of ``net`` (the callable the fused engine runs
+    the network through), its layers run as the estimator's ``rules`` say (``aux`` and
+    ``noise`` as :func:`bbb_gluon.core.estimators.swapped` takes them)."""
+    def forward(weights, ctx, X, aux=None, noise=None):
+        with swapped(net, posterior, rules, weights, ctx, aux, noise):
             return net(X)
     return forward
 
@@ -157,7 +158,7 @@ class FusedBBBStep:
         negative log-likelihood per example).
     """
 
-    def __init__(self, forward, posterior, trainer, loss):
+    def __init__(self, forward, posterior, trainer, loss, rules=()):
         if not load():
             raise RuntimeError(f"fused kernels unavailable: {unavailable_reason()}")
         if any(c.device_type != "cpu" for c in posterior.contexts):
@@ -172,13 +173,20 @@ class FusedBBBStep:
                        if id(p) not in ours and p.grad_req != "null"]
         self._buffers = {}
         self._update = None  # the fused update's plan, decided at the first step
+        # Per key: 0 shared sample, 1 Flipout, 2 local reparameterisation (bbb_draw's aux)
+        self.modes = key_modes(rules, len(posterior.keys))
 
     def _grad_buffers(self, ctx):
+        """Per key on ``ctx``: the likelihood's gradient w.r.t. the weights (or the means),
+        two buffers for a second sample's mu and rho gradients, and the gradient w.r.t.
+        the estimator's perturbation or variance (None for the shared sample)."""
         if ctx not in self._buffers:
             self._buffers[ctx] = (
                 [mx.nd.zeros(s, ctx=ctx) for s in self.posterior.shapes],
                 [mx.nd.zeros(s, ctx=ctx) for s in self.posterior.shapes],
-                [mx.nd.zeros(s, ctx=ctx) for s in self.posterior.shapes])
+                [mx.nd.zeros(s, ctx=ctx) for s in self.posterior.shapes],
+                [mx.nd.zeros(s, ctx=ctx) if mode else None
+                 for s, mode in zip(self.posterior.shapes, self.modes, strict=True)])
         return self._buffers[ctx]
 
     def _average_others(self, ctx, s, samples):
@@ -202,14 +210,37 @@ class FusedBBBStep:
                 for k, mu in enumerate(self.posterior.mu(ctx))]
 
     def draw(self, ctx, stream, mus, rhos):
-        """``(noise, weights)`` per layer in one kernel call each: the noise
-        :meth:`noise` draws, and the weights ``bbb_sample`` makes from it."""
+        """``(noise, weights, aux, extra)``: per layer in one kernel call each, the noise
+        :meth:`noise` draws, the weights ``bbb_sample`` makes from it and, for layers
+        under an estimator, the perturbation or variance (else None); ``extra``: the
+        estimators' per-example noise, drawn beside them."""
         source = self.posterior.noise
         counter = source.advance(stream)
-        pairs = [mx.nd.bbb_draw(m, r, seed=source.seed, stream=source.global_stream(stream),
-                                counter=counter, layer=k)
-                 for k, (m, r) in enumerate(zip(mus, rhos, strict=True))]
-        return [p[0] for p in pairs], [p[1] for p in pairs]
+        seed, global_stream = source.seed, source.global_stream(stream)
+        outs = [mx.nd.bbb_draw(m, r, seed=seed, stream=global_stream, counter=counter,
+                               layer=k, aux=mode)
+                for k, (m, r, mode) in enumerate(zip(mus, rhos, self.modes, strict=True))]
+        first = len(mus)  # the extra arrays' keys follow the layers'
+
+        def extra(tag, shape, signs):
+            return mx.nd.bbb_normal(mx.nd.empty(shape, ctx=ctx), seed=seed,
+                                    stream=global_stream, counter=counter,
+                                    layer=first + tag, signs=int(signs))
+        return ([o[0] for o in outs], [o[1] for o in outs],
+                [o[2] if mode else None for o, mode in zip(outs, self.modes, strict=True)],
+                extra)
+
+    def _given(self, ctx, given, mus, rhos):
+        """:meth:`draw`'s four from fixed noise: a list of per-layer arrays, or a pair
+        ``(that list, extra)`` (tests)."""
+        noise, extra = given if isinstance(given, tuple) else (given, None)
+        noise = [e.as_in_context(ctx) for e in noise]
+        ws = [mx.nd.bbb_sample(m, r, e) for m, r, e in zip(mus, rhos, noise, strict=True)]
+        aux = []
+        for r, e, mode in zip(rhos, noise, self.modes, strict=True):
+            sigma = ops.softplus(r)
+            aux.append(None if mode == 0 else sigma * e if mode == 1 else sigma * sigma)
+        return noise, ws, aux, extra
 
     def _update_plan(self):
         """``(adam, [(mu index, rho index)] per layer)`` when the optimiser's update can
@@ -237,8 +268,10 @@ class FusedBBBStep:
         self._update = plan
         return plan
 
-    # Nine parameters: the arrays of one update, each one input of the bbb_update kernel.
-    def _fused_update(self, plan, gws, ws, noise, mus, rhos, scale, step_size, guard):
+    # Nine parameters: the arrays of one update, each one input of the bbb_update kernel
+    # (``grads``: the likelihood's gradients w.r.t. the weights and, per key under an
+    # estimator, w.r.t. its perturbation or variance).
+    def _fused_update(self, plan, grads, ws, noise, mus, rhos, scale, step_size, guard):
         """The gradient kernel and the optimiser's step on every layer: the bookkeeping
         of ``Trainer.step`` / ``Optimizer.update`` (update counts, learning rate with its
         multipliers and schedule, Adam's bias correction, state creation) in Python, the
@@ -250,8 +283,11 @@ class FusedBBBStep:
         opt.rescale_grad = _trainer.scale(trainer) / step_size
         # MXNet's optimisers clip only when clip_gradient is truthy (0 and None: no clip).
         clip = float(opt.clip_gradient) if opt.clip_gradient else -1.0
-        for (imu, irho), gw, w, e, m, r in zip(layers, gws, ws, noise, mus, rhos,
-                                               strict=True):
+        gws, g2s = grads
+        # the counts Adam's bias correction reads are per device, as the Trainer keeps them
+        _trainer.use_context(opt, mus[0].context)
+        for (imu, irho), gw, w, e, m, r, g2, mode in zip(layers, gws, ws, noise, mus, rhos,
+                                                         g2s, self.modes, strict=True):
             lrs, wds, states = [], [], []
             for idx, weight in ((imu, m), (irho, r)):
                 _trainer.count_update(opt, idx)
@@ -269,7 +305,8 @@ class FusedBBBStep:
                 wds.append(wd)
             extra = {"beta1": repr(opt.beta1), "beta2": repr(opt.beta2),
                      "epsilon": repr(opt.epsilon)} if adam else {"momentum": repr(opt.momentum)}
-            mx.nd.bbb_update(gw, w, e, m, r, *states, guard, guard=1, adam=int(adam),
+            mx.nd.bbb_update(gw, w, e, m, r, *states, *([g2] if mode else []), guard,
+                             guard=1, aux=mode, adam=int(adam),
                              lr_mu=repr(lrs[0]),
                              lr_rho=repr(lrs[1]), wd_mu=repr(wds[0]), wd_rho=repr(wds[1]),
                              rescale=repr(opt.rescale_grad), clip=repr(clip),
@@ -299,23 +336,25 @@ class FusedBBBStep:
             ctx = xb.context
             mus, rhos = self.posterior.mu(ctx), self.posterior.rho(ctx)
             scale = pi * xb.shape[0] / batch_size if pi > self.skip_below else 0.0
-            gws, tmp_mu, tmp_rho = self._grad_buffers(ctx)
+            gws, tmp_mu, tmp_rho, g2s = self._grad_buffers(ctx)
             params_mu = [p.grad(ctx) for p in self.posterior.mu_parameters]
             params_rho = [p.grad(ctx) for p in self.posterior.rho_parameters]
             for s in range(samples):
-                if eps is None:
-                    noise, ws = self.draw(ctx, k, mus, rhos)
-                else:
-                    noise = [e.as_in_context(ctx) for e in eps[k][s]]
-                    ws = [mx.nd.bbb_sample(m, r, e)
-                          for m, r, e in zip(mus, rhos, noise, strict=True)]
-                mx.autograd.mark_variables(ws, gws)
+                noise, ws, aux, extra = self.draw(ctx, k, mus, rhos) if eps is None \
+                    else self._given(ctx, eps[k][s], mus, rhos)
+                # Leaves: the weights, or for layers under an estimator a copy of the means
+                # and the perturbations (or variances), whose gradients fill g2s.
+                leaves = [w if mode == 0 else m.copy()
+                          for w, m, mode in zip(ws, mus, self.modes, strict=True)]
+                marked = [(a, g) for a, g in zip(aux, g2s, strict=True) if a is not None]
+                mx.autograd.mark_variables(leaves + [a for a, _ in marked],
+                                           gws + [g for _, g in marked])
                 with mx.autograd.record():
-                    out = self.forward(ws, ctx, xb)
+                    out = self.forward(leaves, ctx, xb, dict(enumerate(aux)), extra)
                     nll = self.nll(out, yb)
                 nll.backward()
                 nll_sum = nll.sum()
-                guard = _guard(nll_sum, xb, gws)
+                guard = _guard(nll_sum, xb, gws + [g for _, g in marked])
                 if self.others:
                     _zero_nonfinite(p.grad(ctx) for p in self.others)
                 if samples > 1:
@@ -330,16 +369,16 @@ class FusedBBBStep:
                         cost = c if cost is None else cost + c
                     complexities.append(cost)
                 if plan:
-                    self._fused_update(plan, gws, ws, noise, mus, rhos, scale, step_size,
-                                       guard)
+                    self._fused_update(plan, (gws, g2s), ws, noise, mus, rhos, scale,
+                                       step_size, guard)
                     continue
                 targets_mu = params_mu if s == 0 else tmp_mu
                 targets_rho = params_rho if s == 0 else tmp_rho
-                for gw, w, e, m, r, gm, gr in zip(gws, ws, noise, mus, rhos, targets_mu,
-                                                  targets_rho, strict=True):
-                    mx.nd.bbb_grad(gw, w, e, m, r, guard, guard=1, scale=repr(scale),
-                                   out=[gm, gr],
-                                   **self.attrs)
+                for gw, w, e, m, r, gm, gr, g2, mode in zip(
+                        gws, ws, noise, mus, rhos, targets_mu, targets_rho, g2s, self.modes,
+                        strict=True):
+                    mx.nd.bbb_grad(gw, w, e, m, r, *([g2] if mode else []), guard, guard=1,
+                                   aux=mode, scale=repr(scale), out=[gm, gr], **self.attrs)
                 if s > 0:
                     for gm, gr, tm, tr in zip(params_mu, params_rho, tmp_mu, tmp_rho,
                                               strict=True):

@@ -122,20 +122,32 @@ def _channel_shape(ndim, axis, size, batch):
     return tuple(shape)
 
 
-class _Layer:
-    """The forward of one layer under Flipout or the local reparameterisation, with the
-    posterior's arrays of this sample."""
+def aux_arrays(rules, sample):
+    """Per posterior key of a layer under Flipout, its perturbation
+    :math:`\\sigma \\circ \\epsilon`, or under the local reparameterisation its
+    variance :math:`\\sigma^2`, from a recorded sample: ``{key index: NDArray}``."""
+    out = {}
+    for r in rules:
+        for i in (r.weight, r.bias):
+            if i is None or r.rule == "reparam":
+                continue
+            sigma = sample.sigmas[i]
+            out[i] = sigma * sample.eps[i] if r.rule == "flipout" else mx.nd.square(sigma)
+    return out
 
-    def __init__(self, rule, sample, noise):
+
+class _Layer:
+    """The forward of one layer under Flipout (``aux``: the perturbations) or the local
+    reparameterisation (``aux``: the variances) of this sample."""
+
+    def __init__(self, rule, aux, noise):
         self.rule, self.noise, self.block = rule, noise, rule.block
         w, b = rule.weight, rule.bias
         self.tag = 4 * w
         if rule.rule == "flipout":
-            self.dw = sample.sigmas[w] * sample.eps[w]
-            self.db = None if b is None else sample.sigmas[b] * sample.eps[b]
+            self.dw, self.db = aux[w], None if b is None else aux[b]
         else:
-            self.var_w = mx.nd.square(sample.sigmas[w])
-            self.var_b = None if b is None else mx.nd.square(sample.sigmas[b])
+            self.var_w, self.var_b = aux[w], None if b is None else aux[b]
         if isinstance(self.block, nn.Dense):
             units, flatten = _private.dense_settings(self.block)
             self.linear = lambda x, weight, bias: mx.nd.FullyConnected(
@@ -203,20 +215,38 @@ def perturbed(net, posterior, rules, sample, noise):
     sample ``sample`` (a :class:`~bbb_gluon.core.posterior.WeightSample`, recorded by
     autograd) and ``noise(tag, shape, signs)`` for the per-example arrays; the network
     is restored on leaving. Where every rule is "reparam" this is ``use_weights``."""
-    special = [r for r in rules if r.rule != "reparam"]
-    if not special:
-        with use_weights(net, posterior, sample.weights, sample.ctx):
-            yield net
-        return
+    modes = key_modes(rules, len(posterior.keys))
     # Layers under Flipout or the local reparameterisation see the means; others the sample.
-    replaced = {i for r in special for i in (r.weight, r.bias) if i is not None}
-    weights = [m if i in replaced else w
-               for i, (w, m) in enumerate(zip(sample.weights, sample.mus, strict=True))]
+    weights = [w if mode == 0 else m for mode, w, m in
+               zip(modes, sample.weights, sample.mus, strict=True)]
+    with swapped(net, posterior, rules, weights, sample.ctx, aux_arrays(rules, sample),
+                 noise):
+        yield net
+
+
+def key_modes(rules, num_keys):
+    """Per posterior key: 0 where its layer takes the shared sample, 1 under Flipout, 2
+    under the local reparameterisation (the fused kernels' ``aux``)."""
+    modes = [0] * num_keys
+    for r in rules:
+        for i in (r.weight, r.bias):
+            if i is not None and r.rule != "reparam":
+                modes[i] = 1 if r.rule == "flipout" else 2
+    return modes
+
+
+@contextmanager
+def swapped(net, posterior, rules, weights, ctx, aux, noise):
+    """:func:`perturbed` on arrays: ``weights`` go into the network (the means for the
+    layers under Flipout or the local reparameterisation), ``aux`` as
+    :func:`aux_arrays` gives them."""
+    special = [r for r in rules if r.rule != "reparam"]
     with ExitStack() as stack:
-        stack.enter_context(use_weights(net, posterior, weights, sample.ctx))
-        stack.enter_context(_imperative(net))
+        stack.enter_context(use_weights(net, posterior, weights, ctx))
+        if special:
+            stack.enter_context(_imperative(net))
         for r in special:
-            stack.enter_context(_forward_of(r.block, _Layer(r, sample, noise)))
+            stack.enter_context(_forward_of(r.block, _Layer(r, aux, noise)))
         yield net
 
 

@@ -174,7 +174,8 @@ class BBBStep:
         self._watch, self._checked, self._calls = None, 0, 0
         self.watch = bool(watch)
         if self.engine == "fused":
-            self._fused = FusedBBBStep(forward_with(net, posterior), posterior, trainer, loss)
+            self._fused = FusedBBBStep(forward_with(net, posterior, self.rules), posterior,
+                                       trainer, loss, self.rules)
 
     @property
     def estimators(self):
@@ -182,8 +183,6 @@ class BBBStep:
 
     def _why_not_fused(self):
         prior, loss = self.loss.prior, self.loss
-        if any(r.rule != "reparam" for r in self.rules):
-            return f"the fused kernels run the shared sample only, not {self.estimator!r}"
         if any(c.device_type != "cpu" for c in self.posterior.contexts):
             return "the fused kernels run on CPU contexts only"
         if not (isinstance(prior, GaussianPrior) or
