@@ -21,6 +21,7 @@ from .._kernels.fused import (
 from . import ops
 from .estimators import key_modes, perturbed, sample_noise, swapped
 from .priors import GaussianPrior, ScaleMixturePrior
+from .sampling import use_weights
 
 __all__ = ["FusedBBBStep", "reference_step", "forward_with", "first_not_finite", "prior_attrs"]
 
@@ -54,10 +55,15 @@ def forward_with(net, posterior, rules=()):
     place of the posterior's parameters of ``net`` (the callable the fused engine runs
     the network through), its layers run as the estimator's ``rules`` say (``aux`` and
     ``noise`` as :func:`bbb_gluon.core.estimators.swapped` takes them)."""
-    def forward(weights, ctx, X, aux=None, noise=None):
+    def shared_sample(weights, ctx, X, aux=None, noise=None):
+        with use_weights(net, posterior, weights, ctx):
+            return net(X)
+
+    def estimators(weights, ctx, X, aux=None, noise=None):
         with swapped(net, posterior, rules, weights, ctx, aux, noise):
             return net(X)
-    return forward
+    # The shared sample as before the estimators came: nothing but use_weights per step.
+    return shared_sample if all(r.rule == "reparam" for r in rules) else estimators
 
 
 def first_not_finite(named_arrays):
@@ -218,7 +224,7 @@ class FusedBBBStep:
         counter = source.advance(stream)
         seed, global_stream = source.seed, source.global_stream(stream)
         outs = [mx.nd.bbb_draw(m, r, seed=seed, stream=global_stream, counter=counter,
-                               layer=k, aux=mode)
+                               layer=k, **({"aux": mode} if mode else {}))
                 for k, (m, r, mode) in enumerate(zip(mus, rhos, self.modes, strict=True))]
         first = len(mus)  # the extra arrays' keys follow the layers'
 
