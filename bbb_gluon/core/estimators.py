@@ -30,7 +30,7 @@ leaving (also through an exception) the network is exactly as it was.
 """
 
 from contextlib import ExitStack, contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import mxnet as mx
 from mxnet.gluon import HybridBlock, nn
@@ -70,6 +70,8 @@ class LayerRule:
         Indices of its weight and bias in ``posterior.keys`` (None: no posterior).
     why : str
         Why this rule, where it is not the estimator asked for.
+    block : gluon.Block
+        The layer itself (left out of the repr).
     """
 
     name: str
@@ -78,7 +80,7 @@ class LayerRule:
     weight: object
     bias: object
     why: str = ""
-    block: object = None
+    block: object = field(default=None, repr=False, compare=False)
 
 
 def _layers(block, prefix=""):

@@ -120,7 +120,10 @@ class BBBStep:
     engine : {"auto", "fused", "reference"}, default "auto"
         "auto" takes the fused kernels where they can run (CPU contexts, kernels built,
         a scale-mixture prior with the Monte-Carlo cost or a Gaussian prior, a loss
-        without a global ``weight``), else the reference operators.
+        without a global ``weight``), else the reference operators. The fused kernels
+        update :math:`\mu` and :math:`\rho` inside the gradient pass and never write
+        their ``.grad()`` arrays (they stay zero); to read the gradients, run
+        ``engine="reference"``.
     loss_reduction : {"mean", "sum"}, default "mean"
         The optimiser follows the gradient of the batch's mean cost (Gluon's convention,
         ``trainer.step(batch_size)``) or of its sum (the paper's, ``trainer.step(1)``).
