@@ -33,6 +33,7 @@ from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 
 import mxnet as mx
+from mxnet import autograd
 from mxnet.gluon import HybridBlock, nn
 
 from .._kernels import private as _private
@@ -118,6 +119,14 @@ def plan(net, posterior, estimator):
     return rules
 
 
+def _spread(signs, shape):
+    """``signs`` broadcast to ``shape`` as a plain array (a constant: no gradient)."""
+    if tuple(signs.shape) == tuple(shape):
+        return signs
+    with autograd.pause():
+        return signs.broadcast_to(shape)
+
+
 def _channel_shape(ndim, axis, size, batch):
     shape = [1] * ndim
     shape[0], shape[axis] = batch, size
@@ -171,9 +180,10 @@ class _Layer:
         if self.rule.rule == "local":
             var = self.linear(mx.nd.square(x), self.var_w, self.var_b)
             zeta = self.noise(self.tag, mean.shape, False)
-            out = mean + mx.nd.sqrt(var + VARIANCE_FLOOR) * zeta
+            out = mx.nd.elemwise_add(mean, mx.nd.elemwise_mul(mx.nd.sqrt(var + VARIANCE_FLOOR),
+                                                             zeta))
         else:
-            out = mean + self._flipout(x, mean.shape)
+            out = mx.nd.elemwise_add(mean, self._flipout(x, mean.shape))
         act = self.block.act
         return act(out) if act is not None else out
 
@@ -184,19 +194,17 @@ class _Layer:
                 x = x.reshape((batch, -1))
             s_shape = (batch,) + (1,) * (x.ndim - 2) + (x.shape[-1],)
             r_shape = (batch,) + (1,) * (len(out_shape) - 2) + (out_shape[-1],)
-            bias_shape = None
         else:
             axis = self.channel_axis
             s_shape = _channel_shape(x.ndim, axis, x.shape[axis], batch)
             r_shape = _channel_shape(len(out_shape), axis, out_shape[axis], batch)
-            bias_shape = _channel_shape(len(out_shape), axis, out_shape[axis], 1)
-        s = self.noise(self.tag + 1, s_shape, True)
-        r = self.noise(self.tag + 2, r_shape, True)
-        pert = self.linear(mx.nd.broadcast_mul(x, s), self.dw, None)
-        if self.db is not None:
-            db = self.db if bias_shape is None else self.db.reshape(bias_shape)
-            pert = mx.nd.broadcast_add(pert, db)
-        return mx.nd.broadcast_mul(pert, r)
+        s = _spread(self.noise(self.tag + 1, s_shape, True), x.shape)
+        r = _spread(self.noise(self.tag + 2, r_shape, True), out_shape)
+        # The bias perturbation goes in as the operator's bias, and the signs as full
+        # arrays into elementwise operators: NDArray's * and + are MXNet's broadcast ones,
+        # whose backward reduces, single-threaded (it took longer than the convolutions'
+        # on LeNet).
+        return mx.nd.elemwise_mul(self.linear(mx.nd.elemwise_mul(x, s), self.dw, self.db), r)
 
 
 def sample_noise(posterior, ctx, stream):
