@@ -50,9 +50,17 @@ _CONV_LAYERS = (nn.Conv1D, nn.Conv2D, nn.Conv3D)
 
 
 def check_estimator(estimator):
-    """``estimator`` if it is one of :data:`ESTIMATORS`, else ``ValueError``."""
+    """``estimator`` if it is one of :data:`ESTIMATORS`, or a dict of layer names to
+    them (see :func:`plan`), else ``ValueError``."""
+    if isinstance(estimator, dict):
+        for name, rule in estimator.items():
+            if rule not in ESTIMATORS:
+                raise ValueError(f"estimator[{name!r}] must be one of {ESTIMATORS}, got "
+                                 f"{rule!r}")
+        return estimator
     if estimator not in ESTIMATORS:
-        raise ValueError(f"estimator must be one of {ESTIMATORS}, got {estimator!r}")
+        raise ValueError(f"estimator must be one of {ESTIMATORS} (or a dict of layer names "
+                         f"to them), got {estimator!r}")
     return estimator
 
 
@@ -92,7 +100,16 @@ def _layers(block, prefix=""):
 
 def plan(net, posterior, estimator):
     """One :class:`LayerRule` per layer of ``net`` that holds a parameter of the
-    posterior, in the network's order."""
+    posterior, in the network's order.
+
+    ``estimator``: one of :data:`ESTIMATORS` for every layer (the local reparameterisation
+    where it keeps the model: Dense layers applied once per example), or a dict
+    ``{layer name: estimator}`` naming layers explicitly (the others keep the shared
+    sample). Only the dict form runs the local reparameterisation on a convolution or a
+    ``flatten=False`` Dense layer: per position, so each position draws its own weight, a
+    different model from the network's (its objective is not the shared weight's
+    evidence lower bound).
+    """
     check_estimator(estimator)
     index = {k: i for i, k in enumerate(posterior.keys)}
     rules = []
@@ -101,22 +118,50 @@ def plan(net, posterior, estimator):
                 if k.startswith(prefix) and "." not in k[len(prefix):]}
         if not mine:
             continue
+        name = prefix.rstrip(".")
         weight, bias = mine.get("weight"), mine.get("bias")
-        rule, why = estimator, ""
-        if estimator != "reparam":
-            if weight is None:
-                rule, why = "reparam", "its weight has no posterior"
-            elif type(block) is nn.Dense:
-                if estimator == "local" and not _private.dense_settings(block)[1]:
-                    rule, why = "flipout", "flatten=False: one weight at every position"
-            elif type(block) in _CONV_LAYERS:
-                if estimator == "local":
-                    rule, why = "flipout", "a convolution: one weight at every position"
-            else:
-                rule, why = "reparam", f"no {estimator} estimator for {type(block).__name__}"
-        rules.append(LayerRule(prefix.rstrip("."), type(block).__name__, rule, weight, bias,
-                               why, block))
+        if isinstance(estimator, dict):
+            rule, why = _asked(estimator.get(name, "reparam"), name, block, weight)
+        else:
+            rule, why = _rule(estimator, block, weight)
+        rules.append(LayerRule(name, type(block).__name__, rule, weight, bias, why, block))
+    if isinstance(estimator, dict):
+        unknown = set(estimator) - {r.name for r in rules}
+        if unknown:
+            raise ValueError(f"estimator names layers without a posterior: {sorted(unknown)}; "
+                             f"the layers with one are {[r.name for r in rules]}")
     return rules
+
+
+def _rule(estimator, block, weight):
+    """The rule and why for one layer under one estimator for all."""
+    if estimator == "reparam":
+        return "reparam", ""
+    if weight is None:
+        return "reparam", "its weight has no posterior"
+    if type(block) is nn.Dense:
+        if estimator == "local" and not _private.dense_settings(block)[1]:
+            return "flipout", "flatten=False: one weight at every position"
+        return estimator, ""
+    if type(block) in _CONV_LAYERS:
+        if estimator == "local":
+            return "flipout", "a convolution: one weight at every position"
+        return estimator, ""
+    return "reparam", f"no {estimator} estimator for {type(block).__name__}"
+
+
+def _asked(rule, name, block, weight):
+    """The rule a dict asked for one layer, refused where it cannot run."""
+    if rule == "reparam":
+        return rule, ""
+    if weight is None or not (type(block) is nn.Dense or type(block) in _CONV_LAYERS):
+        raise ValueError(f"estimator {rule!r} cannot run on layer {name!r} "
+                         f"({type(block).__name__}"
+                         f"{', whose weight has no posterior' if weight is None else ''}): "
+                         "it runs on Dense and Conv1D/2D/3D layers")
+    per_position = rule == "local" and (type(block) in _CONV_LAYERS or
+                                        not _private.dense_settings(block)[1])
+    return rule, "per position (asked for): a different model" if per_position else ""
 
 
 def _spread(signs, shape):

@@ -116,7 +116,10 @@ class BBBStep:
         reparameterisation on Dense layers (Flipout on convolutions), or Flipout on
         every Dense and convolution layer. The last two give each example its own
         weight draw, so lower-variance gradients, for a second matrix product per layer.
-        ``estimators`` says what each layer runs.
+        ``estimators`` says what each layer runs. A dict ``{layer name: estimator}``
+        chooses per layer (the others keep the shared sample), and only it runs the local
+        reparameterisation per position on a convolution: a different model, see
+        :func:`bbb_gluon.core.estimators.plan`.
     engine : {"auto", "fused", "reference"}, default "auto"
         "auto" takes the fused kernels where they can run (CPU contexts, kernels built,
         a scale-mixture prior with the Monte-Carlo cost or a Gaussian prior, a loss

@@ -426,3 +426,32 @@ def test_the_fused_engine_makes_the_reference_engines_updates(estimator, prior, 
     keep = slice(None) if samples == 1 else slice(0, 1)
     np.testing.assert_allclose(np.array(fused_costs)[:, keep], np.array(ref_costs)[:, keep],
                                rtol=1e-4)
+
+
+def test_the_local_reparameterisation_per_position_only_when_asked_for():
+    """On a 1x1 convolution it is the Dense layer's local reparameterisation at every
+    pixel (float64 NumPy), and only a dict naming the layer runs it."""
+    net, _ = build(nn.Conv2D(3, 1, in_channels=2), nn.Flatten(), nn.Dense(2, in_units=3 * 4 * 4))
+    X = mx.nd.array(np.random.default_rng(0).normal(size=(5, 2, 4, 4)), ctx=CTX)
+    post = posterior_of(net, X)
+    rules = {r.name: r for r in plan(net, post, {"0": "local"})}
+    assert rules["0"].rule == "local" and "different model" in rules["0"].why
+    assert rules["2"].rule == "reparam"
+    assert plan(net, post, "local")[0].rule == "flipout"  # never by the global setting
+    noise, got = recorded_noise(5)
+    eps = np.random.default_rng(7).standard_normal(post.num_weights).astype(np.float32)
+    sample = post.sample(CTX, eps=mx.nd.array(eps, ctx=CTX))
+    with perturbed(net, post, plan(net, post, {"0": "local"}), sample, noise):
+        hidden = net[0](X).asnumpy()
+    x = X.asnumpy().astype(np.float64)
+    mu_w, mu_b = as_np(post.mu(CTX))[:2]
+    sig_w, sig_b = (np.log1p(np.exp(r)) for r in as_np(post.rho(CTX))[:2])
+    mean = np.einsum("bchw,oc->bohw", x, mu_w[:, :, 0, 0]) + mu_b[None, :, None, None]
+    var = (np.einsum("bchw,oc->bohw", x ** 2, sig_w[:, :, 0, 0] ** 2)
+           + sig_b[None, :, None, None] ** 2)
+    np.testing.assert_allclose(hidden, mean + np.sqrt(var + VARIANCE_FLOOR) * got[0],
+                               rtol=1e-5, atol=1e-5)
+    with pytest.raises(ValueError, match=r"layers without a posterior: \['1'\]"):
+        plan(net, post, {"1": "flipout"})
+    with pytest.raises(ValueError, match=r"estimator\['0'\] must be one of"):
+        plan(net, post, {"0": "lrt"})
