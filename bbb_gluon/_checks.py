@@ -3,7 +3,8 @@
 import math
 import numbers
 
-__all__ = ["check_int", "check_positive", "as_array", "check_class_labels"]
+__all__ = ["check_int", "check_positive", "as_array", "check_class_labels",
+           "check_network_takes"]
 
 
 def check_int(value, name, minimum):
@@ -56,3 +57,41 @@ def check_class_labels(y, classes, name):
     if y.size and (y.min() < 0 or y.max() > classes - 1):
         raise ValueError(f"{name} must lie in 0..{classes - 1} for {classes} classes, got "
                          f"labels from {y.min():g} to {y.max():g}")
+
+
+def check_network_takes(net, X, name, ctx):
+    """``net``'s output (an NDArray, not read back) for ``X``'s first example on ``ctx``, in
+    predict mode; ``ValueError`` naming ``name`` and its shape where the network cannot
+    take ``X``'s examples (MXNet's reason after it), so that a mis-shaped array is refused
+    before any work. The network's own weights do: a forward pass checks only shapes."""
+    import mxnet as mx
+    from mxnet import autograd
+
+    first = X[:1].as_in_context(ctx) if isinstance(X, mx.nd.NDArray) else \
+        mx.nd.array(X[:1], ctx=ctx, dtype="float32")
+    try:
+        with autograd.pause(), autograd.predict_mode():
+            return net(first)
+    except mx.base.MXNetError as e:
+        reason = str(e).strip().splitlines()[-1].removeprefix("MXNetError: ")
+        if "shape" not in reason.lower():
+            raise
+        raise ValueError(f"the network does not take {name} of shape {tuple(X.shape)}"
+                         f"{_first_layer_takes(net, X.shape)}: {reason}") from None
+
+
+def _first_layer_takes(net, shape):
+    """" (its first layer takes (N, 784))" where the network's first layer is a Dense or a
+    convolution that knows its input's width and examples of ``shape`` do not have it,
+    else ""."""
+    block = net
+    while not hasattr(block, "_in_units") and not hasattr(block, "_in_channels") \
+            and getattr(block, "_children", None):
+        block = next(iter(block._children.values()))
+    units = getattr(block, "_in_units", 0)  # a Dense flattens each example
+    if units and math.prod(shape[1:]) != units:
+        return f" (its first layer takes (N, {units}))"
+    channels = getattr(block, "_in_channels", 0)
+    if channels and (len(shape) < 2 or shape[1] != channels):
+        return f" (its first layer takes (N, {channels}, ...))"
+    return ""

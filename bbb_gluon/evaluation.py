@@ -10,8 +10,9 @@ run folder, the files and the printing.
 from dataclasses import dataclass
 
 from . import metrics
-from ._checks import check_int
-from .prediction import check_posterior, error_rate, predict_proba, uncertainty
+from ._checks import as_array, check_class_labels, check_int
+from .core.loss import likelihood_kind
+from .prediction import check_posterior, checked_inputs, error_rate, predict_proba, uncertainty
 
 __all__ = ["Evaluation", "evaluate_model", "PREDICTIVES"]
 
@@ -52,14 +53,14 @@ def evaluate_model(net, posterior, X, y, model="bbb", samples=100, X_ood=None, b
     net : gluon.Block
     posterior : Posterior or None
         Needed for ``model="bbb"``; None for the others.
-    X, y : numpy.ndarray
+    X, y : numpy.ndarray or NDArray
         Test inputs ``(N, ...)`` and integer labels ``(N,)``.
     model : {"bbb", "dropout", "plain"}
         Which predictive to use: Monte-Carlo over weight samples, MC dropout, or the
         network's softmax.
     samples : int, default 100
         Weight samples or dropout masks of the predictive (unused for "plain").
-    X_ood : numpy.ndarray, optional
+    X_ood : numpy.ndarray or NDArray, optional
         Inputs of another dataset; their predictive entropy (and mutual information)
         against the test inputs' gives the detection AUROCs.
     bins : int, default 15
@@ -79,14 +80,24 @@ def evaluate_model(net, posterior, X, y, model="bbb", samples=100, X_ood=None, b
     check_int(samples, "samples", 1)
     check_int(bins, "bins", 1)
     bayesian = model != "plain"
+    posterior = posterior if model == "bbb" else None  # what the predictive runs with
+    # The arrays, before any work: X and X_ood as predict_proba checks them, y against
+    # the classes of the network's output.
+    X, ctx, out = checked_inputs(net, posterior, X, ctx)
+    if X_ood is not None:
+        X_ood = checked_inputs(net, posterior, X_ood, ctx, "X_ood")[0]
+    y = as_array(y, "the labels y")
+    if y.shape != (len(X),):
+        raise ValueError(f"the labels y must have shape ({len(X)},), one per example of X, "
+                         f"got {y.shape}")
+    check_class_labels(y, 2 if likelihood_kind(likelihood) == "bernoulli" else out.shape[-1],
+                       "the labels y")
 
     def predictive(inputs):
-        return uncertainty(net, posterior if model == "bbb" else None, inputs, samples,
-                           ctx=ctx, likelihood=likelihood, mc_dropout=model == "dropout",
-                           keep_samples=False)
+        return uncertainty(net, posterior, inputs, samples, ctx=ctx, likelihood=likelihood,
+                           mc_dropout=model == "dropout", keep_samples=False)
 
-    probs_means = predict_proba(net, posterior if model == "bbb" else None, X, 0, ctx=ctx,
-                                likelihood=likelihood)
+    probs_means = predict_proba(net, posterior, X, 0, ctx=ctx, likelihood=likelihood)
     u_in = predictive(X)
     probs = u_in["probs"]
     calibration = metrics.calibration_summary(probs, y, bins)

@@ -15,7 +15,7 @@ import mxnet as mx
 import numpy as np
 from mxnet import autograd
 
-from ._checks import as_array, check_int
+from ._checks import as_array, check_int, check_network_takes
 from ._kernels.threads import predict_threads, using_threads
 from .core.loss import likelihood_kind
 from .core.posterior import Posterior
@@ -45,17 +45,28 @@ def check_posterior(posterior, function):
                         f"{type(posterior).__name__}")
 
 
-def _check_inputs(X):
-    X = as_array(X, "X").astype(np.float32, copy=False)
+def _check_inputs(X, name="X"):
+    X = as_array(X, name).astype(np.float32, copy=False)
     if X.ndim < 2:
-        raise ValueError(f"X must have an examples axis first and the input's axes after it "
-                         f"(N, features) or (N, channels, height, width), got shape {X.shape}")
+        raise ValueError(f"{name} must have an examples axis first and the input's axes after "
+                         f"it (N, features) or (N, channels, height, width), got shape {X.shape}")
     if X.shape[0] == 0:
-        raise ValueError(f"X holds no examples (shape {X.shape})")
+        raise ValueError(f"{name} holds no examples (shape {X.shape})")
     # Checked a pass at a time: np.isfinite of all of X would be an N x D temporary.
     if not all(np.isfinite(part).all() for part in _passes(X)):
-        raise ValueError("X contains NaN or infinity")
+        raise ValueError(f"{name} contains NaN or infinity")
     return X
+
+
+def checked_inputs(net, posterior, X, ctx, name="X"):
+    """``X`` checked as ``_check_inputs`` does, the context to predict on (given, else the
+    posterior's first or the network's) and the network's output for X's first example
+    (not read back): a mis-shaped ``X`` is refused naming ``name`` before any work."""
+    X = _check_inputs(X, name)
+    if ctx is None:
+        ctx = posterior.contexts[0] if posterior is not None else \
+            next(iter(net.collect_params().values())).list_ctx()[0]
+    return X, ctx, check_network_takes(net, X, name, ctx)
 
 
 # Inputs are predicted in passes of at most this many examples: what a pass holds on the
@@ -106,11 +117,8 @@ def predict_proba(net, posterior, X, num_samples=0, batch_size=1000, ctx=None,
     """
     check_posterior(posterior, "predict_proba")
     likelihood = likelihood_kind(likelihood)
-    X = _check_inputs(X)
     check_int(num_samples, "num_samples", 0)
-    if ctx is None:
-        ctx = posterior.contexts[0] if posterior is not None else \
-            next(iter(net.collect_params().values())).list_ctx()[0]
+    X, ctx, _ = checked_inputs(net, posterior, X, ctx)
     with using_threads(predict_threads(), ctx):
         return np.concatenate([_predict_proba(net, posterior, part, num_samples, batch_size,
                                               ctx, likelihood, mc_dropout)
@@ -155,10 +163,12 @@ def predict_samples(net, posterior, X, num_samples, batch_size=1000, ctx=None,
     :func:`bbb_gluon.threads.predict_threads` OpenMP threads on a CPU context.
     """
     check_posterior(posterior, "predict_samples")
+    if posterior is None:
+        raise TypeError("predict_samples draws weight samples, so it needs the Posterior; "
+                        "for MC dropout, uncertainty(net, None, X, S, mc_dropout=True)")
     likelihood = likelihood_kind(likelihood)
-    X = _check_inputs(X)
     check_int(num_samples, "num_samples", 1)
-    ctx = ctx or posterior.contexts[0]
+    X, ctx, _ = checked_inputs(net, posterior, X, ctx)
     with using_threads(predict_threads(), ctx):
         # Each pass goes straight into the result: a list of passes to concatenate would
         # hold the (S, N, C) result twice.
@@ -243,12 +253,12 @@ def uncertainty(net, posterior, X, num_samples, batch_size=1000, ctx=None,
     """
     check_posterior(posterior, "uncertainty")
     likelihood = likelihood_kind(likelihood)
-    X = _check_inputs(X)
     if likelihood not in ("softmax", "bernoulli"):
         raise ValueError(f"uncertainty splits the entropy of class probabilities, so it takes "
                          f"likelihood='softmax' or 'bernoulli', got {likelihood!r}; for a "
                          f"regression, predict_samples gives the outputs per weight sample")
     check_int(num_samples, "num_samples", 1)
+    X, ctx, _ = checked_inputs(net, posterior, X, ctx)
     parts = [_uncertainty(net, posterior, part, num_samples, batch_size, ctx, likelihood,
                           mc_dropout, keep_samples) for part in _passes(X)]
     return {k: np.concatenate([p[k] for p in parts], axis=1 if k == "sample_probs" else 0)
@@ -260,12 +270,10 @@ def _uncertainty(net, posterior, X, num_samples, batch_size, ctx, likelihood, mc
                  keep_samples):
     if posterior is not None:
         samples = predict_samples(net, posterior, X, num_samples, batch_size, ctx, likelihood)
+    elif mc_dropout:
+        samples = _dropout_samples(net, X, num_samples, batch_size, ctx, likelihood)
     else:
-        ctx = ctx or next(iter(net.collect_params().values())).list_ctx()[0]
-        if mc_dropout:
-            samples = _dropout_samples(net, X, num_samples, batch_size, ctx, likelihood)
-        else:
-            samples = predict_proba(net, None, X, 0, batch_size, ctx, likelihood)[None]
+        samples = predict_proba(net, None, X, 0, batch_size, ctx, likelihood)[None]
     samples = samples.astype(np.float64)
     out = {"probs": samples.mean(axis=0),
            "predictive_entropy": predictive_entropy(samples),

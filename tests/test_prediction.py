@@ -8,6 +8,8 @@
 - the local reparameterisation of the first layer against a float64 re-computation with
   the same noise, and in distribution against weight sampling (within 5 standard errors);
 - ``uncertainty`` for weight samples, MC dropout and a deterministic net.
+
+Bad inputs into every prediction function: tests/test_reliability_matrix.py.
 """
 
 import mxnet as mx
@@ -412,24 +414,6 @@ def test_gaussian_likelihood_returns_the_outputs_per_sample():
     means = predict_proba(net, posterior, X, 0, likelihood="gaussian")
     with use_means(net, posterior):
         np.testing.assert_allclose(means, net(mx.nd.array(X)).asnumpy(), rtol=1e-6)
-
-
-@pytest.mark.parametrize("X, message", [
-    (np.zeros((0, 6), np.float32), "no examples"),
-    (np.full((4, 6), np.nan, np.float32), "NaN or infinity"),
-    (np.array([1.0, np.inf] * 12, np.float32).reshape(4, 6), "NaN or infinity"),
-    (np.zeros(6, np.float32), "examples axis first"),
-], ids=["empty", "nan", "inf", "one-axis"])
-@pytest.mark.parametrize("predict", ["proba", "samples"])
-def test_bad_inputs_are_refused_naming_x(X, message, predict):
-    from bbb_gluon.prediction import predict_proba, predict_samples
-
-    net, posterior = make_net()
-    with pytest.raises(ValueError, match=f"X.*{message}|{message}.*"):
-        if predict == "proba":
-            predict_proba(net, posterior, X, 3)
-        else:
-            predict_samples(net, posterior, X, 3)
 
 
 def test_large_inputs_are_predicted_in_passes(monkeypatch):

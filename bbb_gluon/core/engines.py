@@ -26,13 +26,15 @@ from .sampling import use_weights
 __all__ = ["FusedBBBStep", "reference_step", "forward_with", "first_not_finite", "prior_attrs"]
 
 
-def _guard(nll_sum, X, grads):
-    """One float that is finite only where the step's likelihood cost, its inputs and its
-    gradients all are: the kernels leave mu and rho alone when it is not. A NaN in an
-    input can vanish from the cost (a ReLU maps it to 0) and still reach the gradients.
-    One pass, by ``bbb_finite`` where the kernels run; else sums by matrix products
+def _guard(nll_sum, X, y, grads):
+    """One float that is finite only where the step's likelihood cost, its inputs, its
+    labels and its gradients all are: the kernels leave mu and rho alone when it is not. A
+    NaN in an input can vanish from the cost (a ReLU maps it to 0) and still reach the
+    gradients; a NaN label can vanish from both (Gluon's softmax loss picks a class for
+    it). One pass, by ``bbb_finite`` where the kernels run; else sums by matrix products
     (``ops.total``), since 0 times a NaN or an infinity is NaN."""
-    arrays = [a for a in (X.reshape((-1,)), *grads) if a.dtype == np.float32]
+    arrays = [a for a in (X.reshape((-1,)), y.reshape((-1,)), *grads)
+              if a.dtype == np.float32]
     if not arrays:  # nothing float32 to look at (integer inputs, no gradient arrays)
         return nll_sum
     if X.context.device_type == "cpu" and load():
@@ -43,11 +45,15 @@ def _guard(nll_sum, X, grads):
     return nll_sum + extra * 0
 
 
-def _zero_nonfinite(grads):
-    """Set each gradient's NaN and infinite entries to 0 (two passes on the device, no host
-    read): a batch with a NaN then moves no parameter to NaN."""
+def _zero_nonfinite(grads, guard):
+    """Set each gradient's NaN and infinite entries to 0, and all its entries where
+    ``guard`` (shape (1,)) is not finite (on the device, no host read): a batch with a NaN
+    then moves no parameter, but by the optimiser's momentum or weight decay."""
+    ok = mx.nd.contrib.isfinite(guard)
     for g in grads:
-        mx.nd.where(mx.nd.contrib.isfinite(g), g, mx.nd.zeros_like(g), out=g)
+        keep = mx.nd.broadcast_mul(mx.nd.contrib.isfinite(g),
+                                   ok.as_in_context(g.context).reshape((1,) * g.ndim))
+        mx.nd.where(keep, g, mx.nd.zeros_like(g), out=g)
 
 
 def forward_with(net, posterior, rules=()):
@@ -114,19 +120,21 @@ def reference_step(net, posterior, loss_fn, trainer, X, y, batch_index, ctxs, sa
             if k == 0:
                 complexity = cost
     autograd.backward(losses)
-    # A batch with a NaN or an infinity: no parameter moves to NaN (Adam's momentum may
-    # still move it), and the cost returned shows it, without a host read.
+    # A batch with a NaN or an infinity: every gradient is zeroed, so no parameter moves
+    # (but by Adam's momentum or weight decay), and the cost returned shows it, without a
+    # host read.
     grads = [g for p in _trainer.params(trainer) if p.grad_req != "null" for g in p.list_grad()]
-    guards = [_guard(nll, xb, [g for g in grads if g.context == xb.context])
-              for nll, xb in zip(nlls, Xs, strict=True)]
-    _zero_nonfinite(grads)
-    trainer.step(batch_size if step_size is None else step_size)
-    if complexity is not None:
-        complexity = complexity.as_in_context(ctxs[0]).reshape((1,))
+    guards = [_guard(nll, xb, yb, [g for g in grads if g.context == xb.context])
+              for nll, xb, yb in zip(nlls, Xs, ys, strict=True)]
     total = guards[0].as_in_context(ctxs[0])
     for v in guards[1:]:
         total = total + v.as_in_context(ctxs[0])
-    return total.reshape((1,)), complexity
+    total = total.reshape((1,))
+    _zero_nonfinite(grads, total)  # as the fused kernels skip the update
+    trainer.step(batch_size if step_size is None else step_size)
+    if complexity is not None:
+        complexity = complexity.as_in_context(ctxs[0]).reshape((1,))
+    return total, complexity
 
 
 def prior_attrs(prior, complexity):
@@ -360,9 +368,9 @@ class FusedBBBStep:
                     nll = self.nll(out, yb)
                 nll.backward()
                 nll_sum = nll.sum()
-                guard = _guard(nll_sum, xb, gws + [g for _, g in marked])
+                guard = _guard(nll_sum, xb, yb, gws + [g for _, g in marked])
                 if self.others:
-                    _zero_nonfinite(p.grad(ctx) for p in self.others)
+                    _zero_nonfinite([p.grad(ctx) for p in self.others], guard)
                 if samples > 1:
                     self._average_others(ctx, s, samples)
                 # the guard as the cost: a batch skipped for a NaN shows as one

@@ -23,6 +23,7 @@ import math
 import numbers
 
 import mxnet as mx
+import numpy as np
 
 # Gluon's own losses scale by ``weight`` through this helper; using it keeps the global
 # weight's semantics identical to theirs, and gluon.loss has no public equivalent.
@@ -275,9 +276,9 @@ class BBBLoss(Loss):
 
     def nll(self, pred, label):
         """The likelihood cost alone, one value per example, shape ``(B,)``; the labels
-        checked first (see ``validate``)."""
+        checked first (see ``validate``), and taken in pred's dtype (integer labels too)."""
         check_labels(self.likelihood, pred, label, self._batch_axis, self.validate)
-        return self.likelihood(pred, label).reshape((-1,))
+        return self.likelihood(pred, label.astype(pred.dtype, copy=False)).reshape((-1,))
 
     def costs(self, pred, label, sample, batch_index=0):
         """The minibatch's two costs apart, as the loss computes them.
@@ -298,6 +299,9 @@ class BBBLoss(Loss):
             nll = sum(nlls[1:], nlls[0]) / len(pred)
             return nll, None if cs[0] is None else sum(cs[1:], cs[0]) / len(pred)
         nll = self.nll(pred, label)
+        if nll.dtype != np.float32:  # the complexity cost is: they could not be added
+            raise TypeError(f"pred must be float32 like the posterior's weights, got "
+                            f"{np.dtype(pred.dtype).name}")
         skip = self.weight_of(batch_index) <= self.skip_below
         return nll, None if skip else self.complexity_cost(sample)
 
@@ -376,7 +380,12 @@ def likelihood_kind(likelihood):
 def check_labels(likelihood, pred, label, batch_axis=0, values=False):
     """Raise ValueError, in the user's words, where ``label`` cannot be what ``likelihood``
     takes for ``pred``: shapes always (no host read), values (a host read) if ``values``."""
+    for name, a in (("pred", pred), ("label", label)):
+        if not isinstance(a, mx.nd.NDArray):
+            raise TypeError(f"{name} must be an MXNet NDArray, got {type(a).__name__}")
     b = pred.shape[batch_axis]
+    if b == 0:
+        raise ValueError(f"pred holds no examples (shape {pred.shape})")
     if label.shape[0] != b:
         raise ValueError(f"pred has {b} examples but label has {label.shape[0]}")
     classes = None
@@ -399,6 +408,7 @@ def check_labels(likelihood, pred, label, batch_axis=0, values=False):
 
 
 def _check_label_values(likelihood, label, classes):
+    label = label.astype("float32", copy=False)  # NaN and fractions of any dtype alike
     frac = mx.nd.abs(label - mx.nd.round(label)).max().reshape((1,))
     finite = mx.nd.contrib.isfinite(label).min().reshape((1,))
     lo, hi, frac, finite = mx.nd.concat(label.min().reshape((1,)), label.max().reshape((1,)),

@@ -25,7 +25,7 @@ import mxnet as mx
 import numpy as np
 from mxnet import gluon
 
-from .._checks import check_int
+from .._checks import as_array, check_int, check_network_takes
 from .._kernels import fused
 from .._kernels import trainer as _trainer
 from .engines import FusedBBBStep, first_not_finite, forward_with, reference_step
@@ -178,6 +178,7 @@ class BBBStep:
         # Running sum of the costs since the last check_finite(): a NaN or infinity stays
         # in it, so one device-side addition per call is all the watching costs.
         self._watch, self._checked, self._calls = None, 0, 0
+        self._taken = set()  # the shapes of examples the network was seen to take
         self.watch = bool(watch)
         if self.engine == "fused":
             self._fused = FusedBBBStep(forward_with(net, posterior, self.rules), posterior,
@@ -241,6 +242,9 @@ class BBBStep:
         if batch_size < X.shape[0]:
             raise ValueError(f"batch_size ({batch_size}) must be at least X's examples "
                              f"({X.shape[0]})")
+        if X.shape[1:] not in self._taken:  # once a shape: one example through the network
+            check_network_takes(self.net, X, "X", self.posterior.contexts[0])
+            self._taken.add(X.shape[1:])
         step_size = batch_size if self.loss_reduction == "mean" else 1
         if self._fused is not None:
             costs = self._fused(X, y, batch_index, self.samples, eps=eps,
@@ -261,7 +265,7 @@ class BBBStep:
         float inputs must be float32, as the parameters are (a float64 batch would fail
         inside MXNet with a message about its operators)."""
         if not isinstance(a, mx.nd.NDArray):
-            a = mx.nd.array(np.asarray(a), ctx=self.posterior.contexts[0],
+            a = mx.nd.array(as_array(a, name), ctx=self.posterior.contexts[0],
                             dtype=np.float32)  # labels too: Gluon's losses take float32
         if name == "X" and a.dtype != np.float32:
             raise TypeError(f"X must be float32 like the network's parameters, got "

@@ -72,15 +72,16 @@ def fit(config, train, valid=None, run_dir=None, ctx=None, resume=False, progres
         num_outputs, dropout) are not used; ``model`` says whether the network gets a
         posterior ("bbb") or is trained as it is ("plain", "dropout").
     train : (X, y) or gluon.data.DataLoader
-        NumPy arrays: ``X`` of shape ``(N, num_inputs)`` for the package's MLP, or any
-        ``(N, ...)`` the given ``net`` takes (images ``(N, 1, 28, 28)``); ``y`` integer
-        labels ``(N,)``, or real-valued targets ``(N, ...)`` with a ``loss`` of your own.
-        Arrays are checked up front and shuffled each epoch by a permutation of
+        NumPy arrays (or NDArrays): ``X`` of shape ``(N, num_inputs)`` for the package's
+        MLP, or any ``(N, ...)`` the given ``net`` takes (images ``(N, 1, 28, 28)``); ``y``
+        integer labels ``(N,)``, or real-valued targets ``(N, ...)`` with a ``loss`` of
+        your own. Arrays are checked up front and shuffled each epoch by a permutation of
         ``(seed, epoch)``. With ``net``, a Gluon ``DataLoader`` of ``(X, y)`` batches also
-        works; its data are not checked up front, and a run resumed inside an epoch
-        replays the loader from the epoch's start, skipping the batches done: exact only
-        if the loader yields the same batches each time (no shuffling, or a sampler of
-        its own that depends on the epoch alone).
+        works; its data are not checked up front (only that the network takes its first
+        batch), and a run resumed inside an epoch replays the loader from the epoch's
+        start, skipping the batches done: exact only if the loader yields the same
+        batches each time (no shuffling, or a sampler of its own that depends on the
+        epoch alone).
     valid : (X, y), optional
         Validation split; the best checkpoint is chosen by its error with the means.
     run_dir : str, optional

@@ -6,9 +6,10 @@ import math
 
 import mxnet as mx
 import numpy as np
-from mxnet import autograd, gluon
+from mxnet import gluon
 from mxnet.gluon import nn
 
+from .._checks import check_network_takes
 from ..core.posterior import Posterior, _structural_params
 
 __all__ = ["build_mlp"]
@@ -82,10 +83,8 @@ def _check_user_model(config, net, posterior, loss):
     return ("classes", None) if loss is None else ("targets", None)
 
 
-def _num_classes(net, X, ctx, likelihood):
-    """Classes the user's network predicts: its output width (2 for one Bernoulli logit)."""
-    if likelihood == "bernoulli":
-        return 2
-    with autograd.predict_mode():
-        out = net(mx.nd.array(np.asarray(X[:1], dtype=np.float32), ctx=ctx))
-    return int(out.shape[-1])
+def _num_classes(net, X, ctx, likelihood, name):
+    """Classes the user's network predicts: its output width (2 for one Bernoulli logit),
+    from X's first example; ``ValueError`` naming ``name`` where it cannot take them."""
+    out = check_network_takes(net, X, name, ctx)
+    return 2 if likelihood == "bernoulli" else int(out.shape[-1])

@@ -107,16 +107,19 @@ def prepare(config, train, valid, test, run_dir, ctx, resume, net, posterior, lo
         ctx = next(iter(net.collect_params().values())).list_ctx()
     ctxs = list(ctx if isinstance(ctx, list | tuple) else [ctx or mx.current_context()])
     group = WorkerGroup(kvstore)
-    if task is not None and task[0] == "classes":
-        first = next(iter(train))[0].asnumpy() if from_loader else train[0]
-        task = ("classes", _num_classes(net, first, ctxs[0], config.likelihood))
-    if not from_loader:  # a loader's data are read batch by batch, not checked up front
-        train = _check_arrays("training", *train, config, task)
+    if from_loader:  # its data are read batch by batch, not checked up front: its first
+        # batch goes through the network (it takes the batches, or says so)
+        _num_classes(net, next(iter(train))[0], ctxs[0], config.likelihood,
+                     "the DataLoader's inputs")
+    else:
+        train = _check_arrays("training", *train, config, task, net, ctxs[0])
         if group.distributed:
             group.check_batches(len(train[0]), config.batch_size, len(ctxs))
     have_valid = valid is not None and len(valid[0])
-    valid = _check_arrays("validation", *valid, config, task) if have_valid else (None, None)
-    test = _check_arrays("test", *test, config, task) if test is not None else (None, None)
+    valid = _check_arrays("validation", *valid, config, task, net, ctxs[0]) if have_valid \
+        else (None, None)
+    test = _check_arrays("test", *test, config, task, net, ctxs[0]) if test is not None \
+        else (None, None)
     run_dir, latest_path, best_path = _run_folder(run_dir, resume, group.rank == 0)
     epoch_batches, num_batches = _batches(train, config, ctxs[0])
 
@@ -247,9 +250,12 @@ def write_config(run, extra_config):
                                  indent=1))
 
 
-def _check_arrays(name, X, y, config, task=None):
-    """``task``: None for the package's MLP; for a user's network ``("classes", C)`` (integer
-    labels below C) or ``("targets", None)`` (real-valued targets of any shape)."""
+# prepare's view of the user's input, handed on as it came.
+def _check_arrays(name, X, y, config, task=None, net=None, ctx=None):
+    """``task``: None for the package's MLP; for a user's ``net`` ``("classes", None)``
+    (integer labels below its output's width, or 2 for one Bernoulli logit) or
+    ``("targets", None)`` (real-valued targets of any shape). A user's network takes the
+    first example on ``ctx``, or the inputs are refused naming ``name``."""
     X = as_array(X, f"the {name} inputs")
     y = as_array(y, f"the {name} labels")
     if task is None and (X.ndim != 2 or X.shape[1] != config.num_inputs):
@@ -261,6 +267,9 @@ def _check_arrays(name, X, y, config, task=None):
         raise ValueError(f"the {name} inputs hold no examples (shape {X.shape})")
     if not np.isfinite(X).all():
         raise ValueError(f"{name} inputs contain NaN or infinity")
+    classes = 2 if config.likelihood == "bernoulli" else config.num_outputs
+    if task is not None:
+        classes = _num_classes(net, X, ctx, config.likelihood, f"the {name} inputs")
     if task is not None and task[0] == "targets":
         if y.ndim < 1 or len(y) != len(X):
             raise ValueError(f"{name} targets must have one row per input ({len(X)}), got "
@@ -270,7 +279,5 @@ def _check_arrays(name, X, y, config, task=None):
         return X.astype(np.float32, copy=False), y.astype(np.float32, copy=False)
     if y.shape != (X.shape[0],):
         raise ValueError(f"{name} labels must have shape ({X.shape[0]},), got {y.shape}")
-    classes = task[1] if task is not None else (
-        2 if config.likelihood == "bernoulli" else config.num_outputs)
     check_class_labels(y, classes, f"{name} labels")
     return X.astype(np.float32, copy=False), y.astype(np.int32, copy=False)

@@ -20,6 +20,7 @@ from bbb_gluon import (
     use_weights,
 )
 from bbb_gluon._kernels import private
+from bbb_gluon.core import step as step_module
 from bbb_gluon.core.estimators import VARIANCE_FLOOR, perturbed, plan
 from bbb_gluon.training import TrainConfig
 
@@ -230,7 +231,7 @@ def assert_unchanged(net, before):
 
 
 @pytest.mark.parametrize("estimator", ["local", "flipout"])
-def test_the_network_is_as_it_was_after_a_step_and_after_an_exception(estimator):
+def test_the_network_is_as_it_was_after_a_step_and_after_an_exception(estimator, monkeypatch):
     net, _ = build(nn.Conv2D(3, 3, in_channels=1, activation="relu"), nn.Flatten(),
                    nn.Dense(4, in_units=3 * 4 * 4))
     X = mx.nd.array(np.random.default_rng(0).normal(size=(5, 1, 6, 6)), ctx=CTX)
@@ -243,8 +244,12 @@ def test_the_network_is_as_it_was_after_a_step_and_after_an_exception(estimator)
     step = BBBStep(net, post, loss, trainer, estimator=estimator)
     step(X, y)
     assert_unchanged(net, before)
+    with pytest.raises(ValueError, match=r"does not take X of shape \(5, 1, 4, 4\): "):
+        step(X[:, :, :4, :4], y)  # the Dense layer's input no longer fits: refused up front
+    assert_unchanged(net, before)
+    monkeypatch.setattr(step_module, "check_network_takes", lambda *args: None)
     with pytest.raises(mx.base.MXNetError):
-        step(X[:, :, :4, :4], y)  # the Dense layer's input no longer fits: fails inside
+        step(X[:, :, :4, :4], y)  # past that check, it fails inside
     assert_unchanged(net, before)
     # lr 0: the parameters did not move; the cached graph still runs the plain network
     np.testing.assert_allclose(net(X).asnumpy(), expected_before, rtol=1e-5, atol=1e-6)
