@@ -40,7 +40,7 @@ from .guards import (
 from .history import _epoch_row, _write_history
 from .prepare import _Progress, prepare, write_config
 from .prepare import resume as resume_run
-from .progress import progress_mode, say_epoch, say_resume
+from .progress import progress_mode, say_epoch, say_estimators, say_resume
 
 __all__ = ["TrainResult", "fit"]
 
@@ -165,6 +165,8 @@ def fit(config, train, valid=None, run_dir=None, ctx=None, resume=False, progres
     lines = lines and run.group.rank == 0  # the others have no errors to show
     if resume and lines:
         say_resume(run.run_dir, config.epochs, done, run.num_batches)
+    if lines and run.step is not None and config.estimator != "reparam":
+        say_estimators(run.step)
     run.group.prepare(run.trainers)
     if run.writer:
         write_config(run, extra_config)

@@ -42,6 +42,14 @@ def say_resume(run_dir, epochs, done, num_batches):
     print(f"resuming {run_dir} {where}, to {epochs} epochs", flush=True)
 
 
+def say_estimators(step):
+    """One line: what each layer with a posterior runs under the step's estimator, and
+    why where it is not the one asked for."""
+    parts = [f"{r.name} {r.layer} {r.rule}" + (f" ({r.why})" if r.why else "")
+             for r in step.rules]
+    print(f"estimator {step.estimator}: " + "; ".join(parts), flush=True)
+
+
 def say_epoch(row, config):
     """One line for a finished epoch: its costs, the validation (and test) error or loss
     the history recorded, and its seconds."""

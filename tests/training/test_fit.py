@@ -1168,6 +1168,17 @@ def test_a_cnn_run_resumes_exactly(mnist_300, tmp_path, stop, estimator):
     assert len(_trainer_states_all(run_dir)) == 1  # one Trainer: mu, rho and BatchNorm's
 
 
+def test_fit_says_what_each_layer_runs_under_an_estimator(mnist_300, capsys):
+    fit(tiny("bbb", epochs=1, eval_samples=0, estimator="local"), images(mnist_300.train),
+        images(mnist_300.valid), progress="lines", net=small_cnn())
+    out = capsys.readouterr().out
+    assert ("estimator local: 0 Conv2D flipout (a convolution: one weight at every "
+            "position); 4 Dense local; 5 Dense local") in out
+    fit(tiny("bbb", epochs=1, eval_samples=0), mnist_300.train, mnist_300.valid,
+        progress="lines")
+    assert "estimator" not in capsys.readouterr().out  # the shared sample: nothing to say
+
+
 def _trainer_states_all(run_dir):
     arrays = mx.nd.load(str(Path(run_dir) / "checkpoints" / "latest.params"))
     return [k for k in arrays if k.startswith("__trainer")]
