@@ -114,3 +114,18 @@ def test_small_facts_benchmark_runs():
                            "--repeats", "1"], capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr[-2000:]
     assert "nd.sum / ops.total" in done.stdout and "folder names" in done.stdout
+
+
+def test_estimators_benchmark_runs_in_tiny_mode(tmp_path):
+    out = tmp_path / "estimators.json"
+    done = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "bench_estimators.py"),
+                           "--tiny", "--out", str(out)], capture_output=True, text=True,
+                          timeout=600)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "x less variance" in done.stdout and "x the plain network" in done.stdout
+    results = json.loads(out.read_text())
+    assert {r["of"] for r in results["variance"]} == {"mu", "rho"}
+    assert {r["batch"] for r in results["variance"]} == {16, 128}
+    assert {(r["workload"], r["estimator"]) for r in results["speed"]} == {
+        (w, e) for w in ("784-400-400-10", "LeNet-5") for e in ("reparam", "local", "flipout")}
+    assert all(r["ratio"] > 0 for r in results["speed"])
