@@ -4,11 +4,15 @@ Each measurement runs in a fresh process, so that each makes its own thread choi
 
 - ``bbb``: the package as the command line runs it: ``bbb_gluon.threads.claim()`` first
   (it takes the cores other programs leave idle), then a loop of ``BBBStep`` calls;
+- ``bbb 1-thread``: the same with ``OMP_NUM_THREADS=1`` (what ``claim`` takes on a busy
+  machine, so that its slowdown can be told apart from the loss of the second core that
+  ``claim`` takes on a quiet one);
 - ``plain``: the same network without Bayes by Backprop, MXNet on one OpenMP thread
   (``OMP_NUM_THREADS=1``), the floor the package is held to on a busy machine.
 
 For each load (0, 1 and 2 busy loops, plain Python ``while True``), the seconds of
-``--steps`` steps of each workload and their ratio. ``tiny``: a 1-50-50-1 regression,
+``--steps`` steps of each workload and their ratio; then each one's slowdown, its
+seconds under load over its seconds at 0 busy loops. ``tiny``: a 1-50-50-1 regression,
 batch 32; ``2x400``: a 784-400-400-10 classifier, batch 128, synthetic data.
 
     python benchmarks/bench_busy.py               # a few minutes on 2 cores
@@ -75,13 +79,17 @@ print(time.perf_counter() - t0)
 """
 
 
+MODES = ("bbb", "bbb1", "plain")  # bbb1: bbb on one thread
+
+
 def timed(mode, workload, steps):
     env = {k: v for k, v in os.environ.items()
            if k not in ("OMP_NUM_THREADS", "BBB_GLUON_TRAIN_THREADS",
                         "BBB_GLUON_PREDICT_THREADS")}
-    if mode == "plain":
+    if mode in ("bbb1", "plain"):
         env["OMP_NUM_THREADS"] = "1"
-    done = subprocess.run([sys.executable, "-c", CHILD, mode, workload, str(steps)],
+    done = subprocess.run([sys.executable, "-c", CHILD, mode.rstrip("1"), workload,
+                           str(steps)],
                           capture_output=True, text=True, env=env, timeout=1800, check=True)
     return float(done.stdout.split()[-1])
 
@@ -93,23 +101,34 @@ def main(argv=None):
     args = parser.parse_args(argv)
     steps, loads = (5, (1,)) if args.tiny else (args.steps, (0, 1, 2))
     print(f"{os.cpu_count()} cores; {steps} steps per measurement; seconds, and bbb / plain")
-    print(f"{'busy loops':>10} {'workload':>8} {'bbb s':>8} {'plain 1-thread s':>17} "
-          f"{'ratio':>6}")
+    print(f"{'busy loops':>10} {'workload':>8} {'bbb s':>8} {'bbb 1-thread s':>15} "
+          f"{'plain 1-thread s':>17} {'ratio':>6} {'1-thread ratio':>15}")
+    seconds = {}
     for load in loads:
         hogs = [subprocess.Popen([sys.executable, "-c", "while True: pass"])
                 for _ in range(load)]
         try:
             time.sleep(0.5)
             for workload in ("tiny", "2x400"):
-                bbb_s = timed("bbb", workload, steps)
-                plain_s = timed("plain", workload, steps)
-                print(f"{load:>10} {workload:>8} {bbb_s:>8.2f} {plain_s:>17.2f} "
-                      f"{bbb_s / plain_s:>6.2f}", flush=True)
+                t = {mode: timed(mode, workload, steps) for mode in MODES}
+                seconds[load, workload] = t
+                print(f"{load:>10} {workload:>8} {t['bbb']:>8.2f} {t['bbb1']:>15.2f} "
+                      f"{t['plain']:>17.2f} {t['bbb'] / t['plain']:>6.2f} "
+                      f"{t['bbb1'] / t['plain']:>15.2f}", flush=True)
         finally:
             for hog in hogs:
                 hog.kill()
                 hog.wait()
-
+    if 0 not in loads:
+        return
+    print("slowdown: seconds under load / seconds at 0 busy loops")
+    print(f"{'busy loops':>10} {'workload':>8} {'bbb':>6} {'bbb 1-thread':>13} "
+          f"{'plain 1-thread':>15}")
+    for (load, workload), t in seconds.items():
+        if load:
+            quiet = seconds[0, workload]
+            print(f"{load:>10} {workload:>8} " + " ".join(
+                f"{t[m] / quiet[m]:>{w}.2f}" for m, w in zip(MODES, (6, 13, 15), strict=True)))
 
 if __name__ == "__main__":
     main()

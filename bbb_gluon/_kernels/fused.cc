@@ -16,6 +16,9 @@
 //                                    finite_bits)
 //   bbb_cost(w, eps, mu, rho)        -> (1,)      complexity cost value, same attrs
 //   bbb_finite(a, b, ...)             -> (1,)      0 if every element is finite, else NaN
+//                                    (value=1: a[0] in place of 0)
+//   bbb_draw_layers, bbb_update_layers: bbb_draw / bbb_update on every layer in one call
+//   bbb_lrt_combine(mean, var, zeta) -> act(mean + sqrt(var + floor) * zeta), with backward
 #include <cmath>
 #include <algorithm>
 #include <cstdint>
@@ -25,6 +28,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 #include <string>
+#include <initializer_list>
 #include <unordered_map>
 #include <vector>
 
@@ -41,6 +45,14 @@ using mxnet::ext::MX_FAIL;
 using Attrs = std::unordered_map<std::string, std::string>;
 
 namespace {
+
+// Arrays below this many elements are done by one thread: waking the others costs more
+// than the loop, and where other programs hold the cores a woken thread may wait for a
+// core while the rest wait for it (a small network's step then slowed several times).
+constexpr int64_t kParallelMin = 1 << 15;
+// As a num_threads clause, not an `if`: GCC applies an `if` to the simd construct too and
+// then left some loops scalar (the local reparameterisation's update ran 4 times slower).
+inline int threads_for(int64_t n) { return n >= kParallelMin ? omp_get_max_threads() : 1; }
 
 double attr_d(const Attrs& a, const char* k, double dflt) {
   auto it = a.find(k);
@@ -141,7 +153,7 @@ MXReturnValue normal_forward(const Attrs& attrs, std::vector<MXTensor>* inputs,
                                    attr_u(attrs, "counter")) ^ attr_u(attrs, "layer"));
   // Pair j fills eps[j] and eps[j + half]: contiguous stores, so the loop vectorises.
   const int64_t half = n / 2;
-#pragma omp parallel for simd schedule(static)
+#pragma omp parallel for simd schedule(static) num_threads(threads_for(n))
   for (int64_t j = 0; j < half; ++j)
     normal_pair(mix64(key + static_cast<uint64_t>(j)), &eps[j], &eps[j + half]);
   if (n % 2) {
@@ -149,7 +161,7 @@ MXReturnValue normal_forward(const Attrs& attrs, std::vector<MXTensor>* inputs,
     normal_pair(mix64(key + static_cast<uint64_t>(half)), &eps[n - 1], &unused);
   }
   if (attr_u(attrs, "signs") != 0) {  // Flipout's random signs: symmetric, so +1/-1 evenly
-#pragma omp parallel for simd schedule(static)
+#pragma omp parallel for simd schedule(static) num_threads(threads_for(n))
     for (int64_t i = 0; i < n; ++i) eps[i] = eps[i] >= 0.f ? 1.f : -1.f;
   }
   return MX_SUCCESS;
@@ -168,10 +180,57 @@ MXReturnValue lrt_forward(const Attrs& attrs, std::vector<MXTensor>* inputs,
   // The noise first, exactly as bbb_normal writes it (the same loop), then the affine map.
   std::vector<MXTensor> eps_only{(*outputs)[0]};
   if (normal_forward(attrs, inputs, &eps_only, res) != MX_SUCCESS) return MX_FAIL;
-#pragma omp parallel for simd schedule(static)
+#pragma omp parallel for simd schedule(static) num_threads(threads_for(n))
   for (int64_t i = 0; i < n; ++i) {
     float x = mean[i] + sd[i] * out[i];
     out[i] = relu ? fmaxf(x, 0.f) : x;
+  }
+  return MX_SUCCESS;
+}
+
+// ---- bbb_lrt_combine: the local reparameterisation's last step, for training ------------
+// out = mean + sqrt(var + floor) * zeta, then relu where relu=1: one pass where MXNet's
+// operators take five (add, sqrt, multiply, add, relu), each with its own backward pass.
+// Backward: d mean = g * [out > 0], d var = g * [out > 0] * zeta / (2 sqrt(var + floor)),
+// d zeta = g * [out > 0] * sqrt(var + floor); the mask recomputed from the inputs.
+MXReturnValue lrt_combine_forward(const Attrs& attrs, std::vector<MXTensor>* inputs,
+                                  std::vector<MXTensor>* outputs, const OpResource&) {
+  const float* mean = (*inputs)[0].data<float>();
+  const float* var = (*inputs)[1].data<float>();
+  const float* zeta = (*inputs)[2].data<float>();
+  float* out = (*outputs)[0].data<float>();
+  const int64_t n = (*outputs)[0].size();
+  const float floor = attr_stof(attrs, "floor", 0.f);
+  const bool relu = attr_u(attrs, "relu") != 0;
+#pragma omp parallel for simd schedule(static) num_threads(threads_for(n))
+  for (int64_t i = 0; i < n; ++i) {
+    const float x = mean[i] + std::sqrt(var[i] + floor) * zeta[i];
+    out[i] = relu ? std::fmax(x, 0.f) : x;
+  }
+  return MX_SUCCESS;
+}
+
+// Inputs: the output's gradient, then mean, var, zeta (MXNet's order for a library
+// operator's backward: output gradients, inputs, outputs); outputs: their gradients.
+MXReturnValue lrt_combine_backward(const Attrs& attrs, std::vector<MXTensor>* inputs,
+                                   std::vector<MXTensor>* outputs, const OpResource&) {
+  const float* g = (*inputs)[0].data<float>();
+  const float* mean = (*inputs)[1].data<float>();
+  const float* var = (*inputs)[2].data<float>();
+  const float* zeta = (*inputs)[3].data<float>();
+  float* d_mean = (*outputs)[0].data<float>();
+  float* d_var = (*outputs)[1].data<float>();
+  float* d_zeta = (*outputs)[2].data<float>();
+  const int64_t n = (*outputs)[0].size();
+  const float floor = attr_stof(attrs, "floor", 0.f);
+  const bool relu = attr_u(attrs, "relu") != 0;
+#pragma omp parallel for simd schedule(static) num_threads(threads_for(n))
+  for (int64_t i = 0; i < n; ++i) {
+    const float sd = std::sqrt(var[i] + floor);
+    const float gi = relu && !(mean[i] + sd * zeta[i] > 0.f) ? 0.f : g[i];
+    d_mean[i] = gi;
+    d_var[i] = gi * zeta[i] * (0.5f / sd);
+    d_zeta[i] = gi * sd;
   }
   return MX_SUCCESS;
 }
@@ -184,7 +243,7 @@ MXReturnValue sample_forward(const Attrs&, std::vector<MXTensor>* inputs,
   const float* eps = (*inputs)[2].data<float>();
   float* w = (*outputs)[0].data<float>();
   const int64_t n = (*outputs)[0].size();
-#pragma omp parallel for simd schedule(static)
+#pragma omp parallel for simd schedule(static) num_threads(threads_for(n))
   for (int64_t i = 0; i < n; ++i) w[i] = mu[i] + softplus(rho[i]) * eps[i];
   return MX_SUCCESS;
 }
@@ -203,12 +262,12 @@ MXReturnValue draw_forward(const Attrs& attrs, std::vector<MXTensor>* inputs,
   const int64_t n = (*outputs)[1].size();
   const int aux = static_cast<int>(attr_u(attrs, "aux"));
   if (aux == 0) {
-#pragma omp parallel for simd schedule(static)
+#pragma omp parallel for simd schedule(static) num_threads(threads_for(n))
     for (int64_t i = 0; i < n; ++i) w[i] = mu[i] + softplus(rho[i]) * eps[i];
     return MX_SUCCESS;
   }
   float* a = (*outputs)[2].data<float>();
-#pragma omp parallel for simd schedule(static)
+#pragma omp parallel for simd schedule(static) num_threads(threads_for(n))
   for (int64_t i = 0; i < n; ++i) {
     const float s = softplus(rho[i]);
     w[i] = mu[i] + s * eps[i];
@@ -287,11 +346,11 @@ MXReturnValue for_each_grad(const Prior& p, const float* gw, const float* w, con
                             const float* mu, const float* rho, int64_t n, Emit emit) {
   const float scale = static_cast<float>(p.scale);
   if (p.kind == kNone || scale == 0.f) {
-#pragma omp parallel for simd schedule(static)
+#pragma omp parallel for simd schedule(static) num_threads(threads_for(n))
     for (int64_t i = 0; i < n; ++i) emit(i, gw[i], gw[i] * eps[i] * sigmoid(rho[i]));
   } else if (p.kind == kMixture) {
     const float ca = scale * p.inv_s1sq, cb = scale * p.sigmoid_coef, k = p.k, c = p.c;
-#pragma omp parallel for simd schedule(static)
+#pragma omp parallel for simd schedule(static) num_threads(threads_for(n))
     for (int64_t i = 0; i < n; ++i) {
       float wi = w[i];
       float h = gw[i] + wi * (ca + cb * sigmoid(c - k * wi * wi));
@@ -300,7 +359,7 @@ MXReturnValue for_each_grad(const Prior& p, const float* gw, const float* w, con
     }
   } else if (p.kind == kGaussianMC) {
     const float cw = static_cast<float>(p.scale / (p.sp * p.sp));
-#pragma omp parallel for simd schedule(static)
+#pragma omp parallel for simd schedule(static) num_threads(threads_for(n))
     for (int64_t i = 0; i < n; ++i) {
       float h = gw[i] + cw * w[i];
       float r = rho[i];
@@ -308,7 +367,7 @@ MXReturnValue for_each_grad(const Prior& p, const float* gw, const float* w, con
     }
   } else if (p.kind == kGaussianKL) {
     const float inv_sp2 = static_cast<float>(1.0 / (p.sp * p.sp));
-#pragma omp parallel for simd schedule(static)
+#pragma omp parallel for simd schedule(static) num_threads(threads_for(n))
     for (int64_t i = 0; i < n; ++i) {
       float r = rho[i], s = softplus(r);
       emit(i, gw[i] + scale * mu[i] * inv_sp2,
@@ -475,6 +534,123 @@ MXReturnValue parse_update(const Attrs& a, int* i, int* o) {
   return parse_n(a, i, o, update_inputs(a) + has_aux(a) + guarded(a), 1);
 }
 
+// ---- bbb_draw_layers, bbb_update_layers: bbb_draw and bbb_update on every layer at once ----
+// On a small network a step's time goes to launching operators (each a round trip through
+// MXNet's engine thread, longer still on a busy machine), not to their arithmetic. These
+// two run the kernels above on each layer in turn, with each layer's own attributes, so
+// their numbers are bbb_draw's and bbb_update's to the bit. Attribute `layers` is the
+// number of layers L; per-layer attributes are comma-separated lists of L entries: `aux`
+// (both), `lr_mu`, `lr_rho`, `wd_mu`, `wd_rho` (update); the others are shared. Layer k
+// draws under key `layer` + k.
+//   bbb_draw_layers(mu_0..mu_L-1, rho_0..rho_L-1) -> eps_0.., w_0.., then the aux output
+//                                                  of each layer whose aux is not 0
+//   bbb_update_layers(per layer: gw, w, eps, mu, rho, states.., g2 where aux; then the
+//                     guard) -> (1,)
+std::vector<std::string> attr_list(const Attrs& a, const char* k) {
+  std::vector<std::string> out;
+  auto it = a.find(k);
+  if (it == a.end()) return out;
+  const std::string& s = it->second;
+  size_t start = 0;
+  while (true) {
+    const size_t comma = s.find(',', start);
+    out.push_back(s.substr(start, comma == std::string::npos ? std::string::npos : comma - start));
+    if (comma == std::string::npos) return out;
+    start = comma + 1;
+  }
+}
+
+int num_layers(const Attrs& a) { return static_cast<int>(attr_u(a, "layers")); }
+
+// Layer k's attributes: the shared ones, each list replaced by its k-th entry.
+Attrs layer_attrs(const Attrs& a, int k, std::initializer_list<const char*> lists) {
+  Attrs out = a;
+  for (const char* name : lists) {
+    auto values = attr_list(a, name);
+    if (static_cast<int>(values.size()) > k) out[name] = values[k];
+  }
+  return out;
+}
+
+std::vector<int> layer_aux(const Attrs& a) {
+  std::vector<int> out;
+  for (const auto& v : attr_list(a, "aux")) out.push_back(std::atoi(v.c_str()));
+  out.resize(num_layers(a), 0);
+  return out;
+}
+
+MXReturnValue parse_draw_layers(const Attrs& a, int* i, int* o) {
+  const int L = num_layers(a);
+  if (L < 1) return MX_FAIL;
+  int with_aux = 0;
+  for (int x : layer_aux(a)) with_aux += x != 0;
+  return parse_n(a, i, o, 2 * L, 2 * L + with_aux);
+}
+
+MXReturnValue shape_draw_layers(const Attrs& a, std::vector<std::vector<unsigned int>>* in,
+                                std::vector<std::vector<unsigned int>>* out) {
+  const int L = num_layers(a);
+  const auto aux = layer_aux(a);
+  int next = 2 * L;
+  for (int k = 0; k < L; ++k) {
+    (*out)[k] = (*out)[L + k] = (*in)[k];
+    if (aux[k]) (*out)[next++] = (*in)[k];
+  }
+  return MX_SUCCESS;
+}
+
+MXReturnValue draw_layers_forward(const Attrs& attrs, std::vector<MXTensor>* inputs,
+                                  std::vector<MXTensor>* outputs, const OpResource& res) {
+  const int L = num_layers(attrs);
+  const auto aux = layer_aux(attrs);
+  const uint64_t first = attr_u(attrs, "layer");
+  int next = 2 * L;
+  for (int k = 0; k < L; ++k) {
+    Attrs la = layer_attrs(attrs, k, {"aux"});
+    la["layer"] = std::to_string(first + k);
+    std::vector<MXTensor> ins{(*inputs)[k], (*inputs)[L + k]};
+    std::vector<MXTensor> outs{(*outputs)[k], (*outputs)[L + k]};
+    if (aux[k]) outs.push_back((*outputs)[next++]);
+    if (draw_forward(la, &ins, &outs, res) != MX_SUCCESS) return MX_FAIL;
+  }
+  return MX_SUCCESS;
+}
+
+// Inputs of layer k in bbb_update_layers: 5 + the optimiser's states + 1 where aux.
+int layer_update_inputs(const Attrs& a, int aux) { return update_inputs(a) + (aux ? 1 : 0); }
+
+MXReturnValue parse_update_layers(const Attrs& a, int* i, int* o) {
+  if (num_layers(a) < 1) return MX_FAIL;
+  int n = guarded(a);
+  for (int x : layer_aux(a)) n += layer_update_inputs(a, x);
+  return parse_n(a, i, o, n, 1);
+}
+
+MXReturnValue mutate_update_layers(const Attrs& a, std::vector<int>* inputs) {
+  int offset = 0;
+  for (int x : layer_aux(a)) {
+    for (int k = 3; k < update_inputs(a); ++k) inputs->push_back(offset + k);
+    offset += layer_update_inputs(a, x);
+  }
+  return MX_SUCCESS;
+}
+
+MXReturnValue update_layers_forward(const Attrs& attrs, std::vector<MXTensor>* inputs,
+                                    std::vector<MXTensor>* outputs, const OpResource& res) {
+  const auto aux = layer_aux(attrs);
+  const bool guard = guarded(attrs) != 0;
+  int offset = 0;
+  for (int k = 0; k < static_cast<int>(aux.size()); ++k) {
+    const Attrs la = layer_attrs(attrs, k, {"aux", "lr_mu", "lr_rho", "wd_mu", "wd_rho"});
+    const int n = layer_update_inputs(attrs, aux[k]);
+    std::vector<MXTensor> ins(inputs->begin() + offset, inputs->begin() + offset + n);
+    if (guard) ins.push_back(inputs->back());
+    if (update_forward(la, &ins, outputs, res) != MX_SUCCESS) return MX_FAIL;
+    offset += n;
+  }
+  return MX_SUCCESS;
+}
+
 // ---- bbb_cost: the complexity cost's value (log q - log P, or the closed-form KL) ------
 MXReturnValue cost_forward(const Attrs& attrs, std::vector<MXTensor>* inputs,
                            std::vector<MXTensor>* outputs, const OpResource&) {
@@ -522,19 +698,22 @@ MXReturnValue cost_forward(const Attrs& attrs, std::vector<MXTensor>* inputs,
 // ---- bbb_finite: 0 when every element of every input is finite, else NaN -------------
 // One pass over a step's inputs and gradients, for its guard (see finite_bits): one
 // operator instead of a reduction per array, no host read.
-MXReturnValue finite_forward(const Attrs&, std::vector<MXTensor>* inputs,
+MXReturnValue finite_forward(const Attrs& attrs, std::vector<MXTensor>* inputs,
                              std::vector<MXTensor>* outputs, const OpResource&) {
   int bad = 0;
   for (auto& in : *inputs) {
     const float* x = in.data<float>();
     const int64_t n = in.size();
-#pragma omp parallel for reduction(| : bad) schedule(static)
+#pragma omp parallel for reduction(| : bad) schedule(static) num_threads(threads_for(n))
     for (int64_t i = 0; i < n; ++i) bad |= finite_bits(x[i]) ? 0 : 1;
   }
   const uint32_t nan_bits = 0x7fc00000u;
   float nan;
   std::memcpy(&nan, &nan_bits, sizeof nan);
-  (*outputs)[0].data<float>()[0] = bad ? nan : 0.f;
+  // value=1: the first input's first element where all is finite (the step's cost and its
+  // guard in one operator), else 0
+  const float ok = attr_u(attrs, "value") != 0 ? (*inputs)[0].data<float>()[0] : 0.f;
+  (*outputs)[0].data<float>()[0] = bad ? nan : ok;
   return MX_SUCCESS;
 }
 
@@ -587,6 +766,7 @@ MXReturnValue parse_draw(const Attrs& a, int* i, int* o) {
   return parse_n(a, i, o, 2, 2 + (attr_u(a, "aux") != 0 ? 1 : 0));
 }
 MXReturnValue parse_lrt(const Attrs& a, int* i, int* o) { return parse_n(a, i, o, 2, 1); }
+MXReturnValue parse_lrt_combine(const Attrs& a, int* i, int* o) { return parse_n(a, i, o, 3, 1); }
 MXReturnValue parse_threads(const Attrs& a, int* i, int* o) { return parse_n(a, i, o, 1, 1); }
 MXReturnValue parse_normal(const Attrs& a, int* i, int* o) { return parse_n(a, i, o, 1, 1); }
 MXReturnValue parse_sample(const Attrs& a, int* i, int* o) { return parse_n(a, i, o, 3, 1); }
@@ -622,6 +802,12 @@ REGISTER_OP(bbb_lrt)
     .setParseAttrs(parse_lrt)
     .setInferType(all_float32)
     .setInferShape(same_shape);
+REGISTER_OP(bbb_lrt_combine)
+    .setForward(lrt_combine_forward, "cpu")
+    .setBackward(lrt_combine_backward, "cpu")
+    .setParseAttrs(parse_lrt_combine)
+    .setInferType(all_float32)
+    .setInferShape(same_shape);
 REGISTER_OP(bbb_threads)
     .setForward(threads_forward, "cpu")
     .setParseAttrs(parse_threads)
@@ -631,6 +817,17 @@ REGISTER_OP(bbb_update)
     .setForward(update_forward, "cpu")
     .setParseAttrs(parse_update)
     .setMutateInputs(mutate_update)
+    .setInferType(all_float32)
+    .setInferShape(scalar_shape);
+REGISTER_OP(bbb_draw_layers)
+    .setForward(draw_layers_forward, "cpu")
+    .setParseAttrs(parse_draw_layers)
+    .setInferType(all_float32)
+    .setInferShape(shape_draw_layers);
+REGISTER_OP(bbb_update_layers)
+    .setForward(update_layers_forward, "cpu")
+    .setParseAttrs(parse_update_layers)
+    .setMutateInputs(mutate_update_layers)
     .setInferType(all_float32)
     .setInferShape(scalar_shape);
 REGISTER_OP(bbb_finite)

@@ -4,7 +4,7 @@ MXNet 1.9.1 runs most elementwise operators on one thread, one pass over memory 
 Bayes-by-Backprop step built from them needs some twenty passes over every weight, and
 ``nd.random.normal`` alone costs more than four plain training steps (see
 ``docs/benchmarks.md``). ``_kernels/fused.cc`` does the same arithmetic in OpenMP-parallel,
-vectorised loops behind nine operators, and MXNet loads it as an operator library
+vectorised loops behind twelve operators, and MXNet loads it as an operator library
 (``mx.library.load``):
 
 - ``bbb_normal``: N(0, 1) noise by Box-Muller from a counter-based hash of
@@ -18,11 +18,18 @@ vectorised loops behind nine operators, and MXNet loads it as an operator librar
 - ``bbb_cost``: the complexity cost's value, for reports;
 - ``bbb_lrt``: the first layer's pre-activations drawn from their mean and standard
   deviation (the local reparameterisation), relu included, for prediction;
+- ``bbb_lrt_combine``: the local reparameterisation's last step in training,
+  act(mean + sqrt(var + floor) * zeta), with its backward (MXNet's operators take five
+  passes and five more backward);
 - ``bbb_update``: ``bbb_grad`` and the optimiser's update (Adam, or SGD with or without
   momentum) in the same pass, on the Trainer's own state, so one call per layer replaces the
   gradient kernel and ``Trainer.step``;
-- ``bbb_finite``: 0 when every element of its inputs is finite, else NaN: the step's
-  guard, so that a batch with a NaN never reaches :math:`\\mu` and :math:`\\rho`;
+- ``bbb_draw_layers``, ``bbb_update_layers``: ``bbb_draw`` and ``bbb_update`` on every
+  layer in one call (the same numbers), as the fused step runs them: on a small network
+  the step's time goes to launching operators, one per layer before;
+- ``bbb_finite``: 0 (or, with ``value=1``, its first input's value) when every element
+  of its inputs is finite, else NaN: the step's cost and guard in one, so that a batch
+  with a NaN never reaches :math:`\\mu` and :math:`\\rho`;
 - ``bbb_threads``: the OpenMP thread count of the engine thread (:mod:`bbb_gluon.threads`).
 
 The library is built with the machine's C++ compiler (``$CXX`` or ``g++``) against the

@@ -33,12 +33,12 @@ def _guard(nll_sum, X, y, grads):
     gradients; a NaN label can vanish from both (Gluon's softmax loss picks a class for
     it). One pass, by ``bbb_finite`` where the kernels run; else sums by matrix products
     (``ops.total``), since 0 times a NaN or an infinity is NaN."""
-    arrays = [a for a in (X.reshape((-1,)), y.reshape((-1,)), *grads)
-              if a.dtype == np.float32]
+    arrays = [a for a in (X, y, *grads) if a.dtype == np.float32]
     if not arrays:  # nothing float32 to look at (integer inputs, no gradient arrays)
         return nll_sum
-    if X.context.device_type == "cpu" and load():
-        return nll_sum + mx.nd.bbb_finite(*arrays, num_arrays=len(arrays))
+    if X.context.device_type == "cpu" and load():  # reads any shape as flat
+        return mx.nd.bbb_finite(nll_sum, *arrays, num_arrays=len(arrays) + 1, value=1)
+    arrays = [a.reshape((-1,)) if a.ndim != 1 else a for a in arrays]
     extra = ops.total(arrays[0])
     for g in arrays[1:]:
         extra = extra + ops.total(g)
@@ -66,7 +66,7 @@ def forward_with(net, posterior, rules=()):
             return net(X)
 
     def estimators(weights, ctx, X, aux=None, noise=None):
-        with swapped(net, posterior, rules, weights, ctx, aux, noise):
+        with swapped(net, posterior, rules, weights, ctx, aux, noise, fused=True):
             return net(X)
     # The shared sample as before the estimators came: nothing but use_weights per step.
     return shared_sample if all(r.rule == "reparam" for r in rules) else estimators
@@ -231,18 +231,21 @@ class FusedBBBStep:
         source = self.posterior.noise
         counter = source.advance(stream)
         seed, global_stream = source.seed, source.global_stream(stream)
-        outs = [mx.nd.bbb_draw(m, r, seed=seed, stream=global_stream, counter=counter,
-                               layer=k, **({"aux": mode} if mode else {}))
-                for k, (m, r, mode) in enumerate(zip(mus, rhos, self.modes, strict=True))]
-        first = len(mus)  # the extra arrays' keys follow the layers'
+        # Every layer in one operator: on a small network a step's time goes to launching
+        # operators, and a busy machine makes each launch longer.
+        num = len(mus)
+        outs = mx.nd.bbb_draw_layers(*mus, *rhos, seed=seed, stream=global_stream,
+                                     counter=counter, layer=0, layers=num,
+                                     aux=",".join(map(str, self.modes)))
+        aux = iter(outs[2 * num:])
+        first = num  # the extra arrays' keys follow the layers'
 
         def extra(tag, shape, signs):
             return mx.nd.bbb_normal(mx.nd.empty(shape, ctx=ctx), seed=seed,
                                     stream=global_stream, counter=counter,
                                     layer=first + tag, signs=int(signs))
-        return ([o[0] for o in outs], [o[1] for o in outs],
-                [o[2] if mode else None for o, mode in zip(outs, self.modes, strict=True)],
-                extra)
+        return (outs[:num], outs[num:2 * num],
+                [next(aux) if mode else None for mode in self.modes], extra)
 
     def _given(self, ctx, given, mus, rhos):
         """:meth:`draw`'s four from fixed noise: a list of per-layer arrays, or a pair
@@ -289,7 +292,7 @@ class FusedBBBStep:
         """The gradient kernel and the optimiser's step on every layer: the bookkeeping
         of ``Trainer.step`` / ``Optimizer.update`` (update counts, learning rate with its
         multipliers and schedule, Adam's bias correction, state creation) in Python, the
-        arithmetic in ``bbb_update``."""
+        arithmetic in ``bbb_update_layers`` (``bbb_update`` on every layer)."""
         adam, layers = plan
         trainer = self.trainer
         opt = _trainer.optimizer(trainer)
@@ -300,9 +303,10 @@ class FusedBBBStep:
         gws, g2s = grads
         # the counts Adam's bias correction reads are per device, as the Trainer keeps them
         _trainer.use_context(opt, mus[0].context)
+        inputs, lrs, wds = [], [], []
         for (imu, irho), gw, w, e, m, r, g2, mode in zip(layers, gws, ws, noise, mus, rhos,
                                                          g2s, self.modes, strict=True):
-            lrs, wds, states = [], [], []
+            states = []
             for idx, weight in ((imu, m), (irho, r)):
                 _trainer.count_update(opt, idx)
                 lr, wd = _trainer.lr_wd(opt, idx)
@@ -315,16 +319,18 @@ class FusedBBBStep:
                         synced[idx] = True
                     state = states_of[idx]  # Adam: (mean, var); SGD: the momentum
                     states.extend(state if adam else [state])
-                lrs.append(lr)
-                wds.append(wd)
-            extra = {"beta1": repr(opt.beta1), "beta2": repr(opt.beta2),
-                     "epsilon": repr(opt.epsilon)} if adam else {"momentum": repr(opt.momentum)}
-            mx.nd.bbb_update(gw, w, e, m, r, *states, *([g2] if mode else []), guard,
-                             guard=1, aux=mode, adam=int(adam),
-                             lr_mu=repr(lrs[0]),
-                             lr_rho=repr(lrs[1]), wd_mu=repr(wds[0]), wd_rho=repr(wds[1]),
-                             rescale=repr(opt.rescale_grad), clip=repr(clip),
-                             scale=repr(scale), **extra, **self.attrs)
+                lrs.append(repr(lr))
+                wds.append(repr(wd))
+            inputs += [gw, w, e, m, r, *states, *([g2] if mode else [])]
+        extra = {"beta1": repr(opt.beta1), "beta2": repr(opt.beta2),
+                 "epsilon": repr(opt.epsilon)} if adam else {"momentum": repr(opt.momentum)}
+        # Every layer in one operator (see draw); lists hold one entry per layer.
+        mx.nd.bbb_update_layers(*inputs, guard, guard=1, layers=len(layers),
+                                aux=",".join(map(str, self.modes)), adam=int(adam),
+                                lr_mu=",".join(lrs[0::2]), lr_rho=",".join(lrs[1::2]),
+                                wd_mu=",".join(wds[0::2]), wd_rho=",".join(wds[1::2]),
+                                rescale=repr(opt.rescale_grad), clip=repr(clip),
+                                scale=repr(scale), **extra, **self.attrs)
 
     def __call__(self, X, y, batch_index, samples=1, eps=None, want_complexity=False,
                  step_size=None, batch_size=None):
@@ -374,7 +380,8 @@ class FusedBBBStep:
                 if samples > 1:
                     self._average_others(ctx, s, samples)
                 # the guard as the cost: a batch skipped for a NaN shows as one
-                nll_sums.append(guard.as_in_context(ctxs[0]) / samples)
+                first = guard.as_in_context(ctxs[0])
+                nll_sums.append(first / samples if samples > 1 else first)
                 if want_complexity and k == 0 and s == 0:
                     # Before the update below changes mu and rho in place.
                     cost = None
@@ -412,4 +419,6 @@ class FusedBBBStep:
         total = nll_sums[0]
         for v in nll_sums[1:]:
             total = total + v
-        return total.reshape((1,)), (complexities[0] if complexities else None)
+        if total.shape != (1,):
+            total = total.reshape((1,))
+        return total, (complexities[0] if complexities else None)

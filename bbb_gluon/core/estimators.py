@@ -196,8 +196,9 @@ class _Layer:
     """The forward of one layer under Flipout (``aux``: the perturbations) or the local
     reparameterisation (``aux``: the variances) of this sample."""
 
-    def __init__(self, rule, aux, noise):
+    def __init__(self, rule, aux, noise, fused=False):
         self.rule, self.noise, self.block = rule, noise, rule.block
+        self.fused = fused
         w, b = rule.weight, rule.bias
         self.tag = 4 * w
         if rule.rule == "flipout":
@@ -222,14 +223,20 @@ class _Layer:
         # weight and bias: the means (use_weights put them there), or the network's own
         # bias where the posterior has none.
         mean = self.linear(x, weight, bias)
+        act = self.block.act
         if self.rule.rule == "local":
             var = self.linear(mx.nd.square(x), self.var_w, self.var_b)
             zeta = self.noise(self.tag, mean.shape, False)
+            if self.fused and mean.context.device_type == "cpu":
+                # The fused engine's one pass for these five operators (relu included).
+                relu = act is not None and _private.act_type(act) == "relu"
+                out = mx.nd.bbb_lrt_combine(mean, var, zeta, floor=repr(VARIANCE_FLOOR),
+                                            relu=int(relu))
+                return out if relu or act is None else act(out)
             out = mx.nd.elemwise_add(mean, mx.nd.elemwise_mul(mx.nd.sqrt(var + VARIANCE_FLOOR),
                                                              zeta))
         else:
             out = mx.nd.elemwise_add(mean, self._flipout(x, mean.shape))
-        act = self.block.act
         return act(out) if act is not None else out
 
     def _flipout(self, x, out_shape):
@@ -291,17 +298,18 @@ def key_modes(rules, num_keys):
 
 
 @contextmanager
-def swapped(net, posterior, rules, weights, ctx, aux, noise):
+def swapped(net, posterior, rules, weights, ctx, aux, noise, fused=False):
     """:func:`perturbed` on arrays: ``weights`` go into the network (the means for the
     layers under Flipout or the local reparameterisation), ``aux`` as
-    :func:`aux_arrays` gives them."""
+    :func:`aux_arrays` gives them; ``fused``: the layers may run the fused kernels' own
+    operators (the fused engine; the reference engine runs MXNet's)."""
     special = [r for r in rules if r.rule != "reparam"]
     with ExitStack() as stack:
         stack.enter_context(use_weights(net, posterior, weights, ctx))
         if special:
             stack.enter_context(_imperative(net))
         for r in special:
-            stack.enter_context(_forward_of(r.block, _Layer(r, aux, noise)))
+            stack.enter_context(_forward_of(r.block, _Layer(r, aux, noise, fused)))
         yield net
 
 

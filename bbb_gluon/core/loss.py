@@ -278,7 +278,8 @@ class BBBLoss(Loss):
         """The likelihood cost alone, one value per example, shape ``(B,)``; the labels
         checked first (see ``validate``), and taken in pred's dtype (integer labels too)."""
         check_labels(self.likelihood, pred, label, self._batch_axis, self.validate)
-        return self.likelihood(pred, label.astype(pred.dtype, copy=False)).reshape((-1,))
+        nll = self.likelihood(pred, label.astype(pred.dtype, copy=False))
+        return nll if nll.ndim == 1 else nll.reshape((-1,))
 
     def costs(self, pred, label, sample, batch_index=0):
         """The minibatch's two costs apart, as the loss computes them.

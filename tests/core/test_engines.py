@@ -512,3 +512,94 @@ def test_bbb_draw_is_bbb_normal_then_bbb_sample_to_the_bit(shape):
     eps2, w = mx.nd.bbb_draw(mu, rho, **key)
     np.testing.assert_array_equal(eps2.asnumpy(), eps.asnumpy())
     np.testing.assert_array_equal(w.asnumpy(), mx.nd.bbb_sample(mu, rho, eps).asnumpy())
+
+
+def _layers(rng, shapes):
+    mus = [mx.nd.array(rng.normal(size=s).astype(np.float32)) for s in shapes]
+    rhos = [mx.nd.array(rng.uniform(-5, 1, s).astype(np.float32)) for s in shapes]
+    return mus, rhos
+
+
+def test_bbb_draw_layers_is_bbb_draw_on_each_layer_to_the_bit():
+    """One operator for every layer (each with its own aux) gives each layer's bbb_draw,
+    layer k under key layer + k; the aux outputs follow, for the layers that have one."""
+    shapes, aux = [(40, 78), (40,), (7, 40), (7,), (3, 3, 2, 2)], [2, 2, 0, 0, 1]
+    mus, rhos = _layers(np.random.default_rng(1), shapes)
+    key = dict(seed=3, stream=1, counter=5)
+    outs = mx.nd.bbb_draw_layers(*mus, *rhos, layer=4, layers=len(shapes),
+                                 aux=",".join(map(str, aux)), **key)
+    assert len(outs) == 2 * len(shapes) + 3
+    extra = iter(outs[2 * len(shapes):])
+    for k, (m, r, a) in enumerate(zip(mus, rhos, aux, strict=True)):
+        one = mx.nd.bbb_draw(m, r, layer=4 + k, **({"aux": a} if a else {}), **key)
+        got = [outs[k], outs[len(shapes) + k]] + ([next(extra)] if a else [])
+        assert len(one) == len(got)
+        for want, have in zip(one, got, strict=True):
+            assert have.shape == m.shape
+            np.testing.assert_array_equal(have.asnumpy(), want.asnumpy())
+
+
+@pytest.mark.parametrize("adam, momentum", [(1, 0.0), (0, 0.0), (0, 0.9)])
+@pytest.mark.parametrize("guard", [0.0, float("nan")])
+def test_bbb_update_layers_is_bbb_update_on_each_layer_to_the_bit(adam, momentum, guard):
+    """Per-layer learning rates, weight decays and aux from the lists; a NaN guard leaves
+    every layer unchanged."""
+    shapes, aux = [(30, 20), (30,), (5, 30)], [0, 2, 1]
+    states = 4 if adam else (2 if momentum else 0)
+
+    def arrays():
+        r = np.random.default_rng(3)
+        return [[mx.nd.array(r.normal(size=s).astype(np.float32)) for _ in range(5 + states)]
+                + ([mx.nd.array(r.normal(size=s).astype(np.float32))] if a else [])
+                for s, a in zip(shapes, aux, strict=True)]
+    lrs_mu, lrs_rho = ["0.001", "0.002", "0.0005"], ["0.003", "0.001", "0.01"]
+    wds_mu, wds_rho = ["0.0", "0.0001", "0.0"], ["0.0", "0.0", "0.001"]
+    shared = dict(guard=1, adam=adam, rescale="0.0078125", clip="-1.0", scale="0.01",
+                  kind=2, sigma="1.0",
+                  **({"beta1": "0.9", "beta2": "0.999", "epsilon": "1e-08"} if adam
+                     else {"momentum": repr(momentum)}))
+    g = mx.nd.array([guard])
+    together, apart = arrays(), arrays()
+    mx.nd.bbb_update_layers(*[a for layer in together for a in layer], g, layers=3,
+                            aux=",".join(map(str, aux)), lr_mu=",".join(lrs_mu),
+                            lr_rho=",".join(lrs_rho), wd_mu=",".join(wds_mu),
+                            wd_rho=",".join(wds_rho), **shared)
+    for k, layer in enumerate(apart):
+        mx.nd.bbb_update(*layer, g, aux=aux[k], lr_mu=lrs_mu[k], lr_rho=lrs_rho[k],
+                         wd_mu=wds_mu[k], wd_rho=wds_rho[k], **shared)
+    before = arrays()
+    for t, a, b in zip(together, apart, before, strict=True):
+        for x, y in zip(t, a, strict=True):
+            np.testing.assert_array_equal(x.asnumpy(), y.asnumpy())
+        changed = not np.array_equal(t[3].asnumpy(), b[3].asnumpy())
+        assert changed == (guard == 0.0)  # mu moved unless the guard is NaN
+
+
+@pytest.mark.parametrize("relu", [0, 1])
+def test_bbb_lrt_combine_is_mxnets_five_operators_forward_and_backward(relu):
+    """The local reparameterisation's last step, act(mean + sqrt(var + floor) * zeta),
+    and its gradients w.r.t. mean and var, as MXNet's operators give them; a zero
+    variance (a dead row) gives a finite gradient through the floor."""
+    rng = np.random.default_rng(4)
+    shape = (64, 50)
+    mean, zeta, g = (mx.nd.array(rng.normal(size=shape).astype(np.float32)) for _ in range(3))
+    var = mx.nd.array(rng.uniform(0, 2, shape).astype(np.float32))
+    var[0] = 0
+    got = []
+    for fused in (True, False):
+        m, v = mean.copy(), var.copy()
+        m.attach_grad()
+        v.attach_grad()
+        with mx.autograd.record():
+            if fused:
+                out = mx.nd.bbb_lrt_combine(m, v, zeta, floor="1e-12", relu=relu)
+            else:
+                out = mx.nd.elemwise_add(m, mx.nd.elemwise_mul(mx.nd.sqrt(v + 1e-12), zeta))
+                out = mx.nd.relu(out) if relu else out
+        out.backward(g)
+        got.append([out.asnumpy(), m.grad.asnumpy(), v.grad.asnumpy()])
+    for a, b in zip(*got, strict=True):
+        assert np.isfinite(a).all()
+        np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
+    if relu:
+        assert (got[0][0] == 0).any() and (got[0][1] == 0).any()
