@@ -99,15 +99,27 @@ def start_browser(browser, driver, width=1280, height=900):
     return drv
 
 
-# Run in the page: waits for the images and for MathJax, then reports what it sees.
+# Run in the page: waits for the document (its heading, up to 10 s: on a busy machine the
+# first page of a fresh browser was once read before it had one), the images and MathJax,
+# then reports what it sees.
 _INSPECT = """
 const done = arguments[arguments.length - 1];
-const imgs = Array.from(document.images);
+let imgs = [];
+const loaded = new Promise(r => {
+    const t0 = Date.now();
+    (function poll() {
+        if ((document.readyState === 'complete' && document.querySelector('article h1'))
+            || Date.now() - t0 > 10000) { r(); } else { setTimeout(poll, 50); }
+    })();
+});
+loaded.then(() => {
+imgs = Array.from(document.images);
 const settle = Promise.all(imgs.map(img => img.complete ? null : new Promise(r => {
     img.addEventListener('load', r); img.addEventListener('error', r); })));
 const math = (window.MathJax && MathJax.startup && MathJax.startup.promise)
     ? MathJax.startup.promise : Promise.resolve();
-Promise.all([settle, math]).then(() => done({
+return Promise.all([settle, math]);
+}).then(() => done({
     title: document.title,
     h1: (document.querySelector('article h1') || {}).textContent || '',
     errors: document.querySelectorAll('.system-message, .problematic').length,
