@@ -8,6 +8,7 @@ here), and, for a paired comparison by seed, each agent's difference from a chos
     python experiments/bandit_round3_table.py odours RUN [--after 25000]    # meals by odour
     python experiments/bandit_round3_table.py paired RUN [RUN ...] [--base NAME] [--at STEP]
     python experiments/bandit_round3_table.py snapshot RUN OUT   # an unfinished run so far
+    python experiments/bandit_round3_table.py figure RUN [RUN ...] --out FILE.png
 
 ``paired`` pairs agents by seed across the folders given (the same seed shows every agent
 the same mushrooms and the same luck, whatever folder it ran in).
@@ -169,15 +170,46 @@ def snapshot(run, out, data_dir=None):
     print(f"{run}: {t:,} of {config.steps:,} steps, {seconds:.0f} s of kernel time; wrote {out}")
 
 
+def figure(runs, out):
+    """Every agent's mean cumulative regret over its seeds, from the folders' regret.csv,
+    on one set of axes (agents of different folders side by side)."""
+    import csv
+
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    for run in runs:
+        seeds = len(json.loads((Path(run) / "config.json").read_text())["config"]["seeds"])
+        with open(Path(run) / "regret.csv") as f:
+            rows = list(csv.DictReader(f))
+        steps = [int(r["step"]) for r in rows]
+        for name in [c[:-5] for c in rows[0] if c.endswith(":mean")]:
+            ax.plot(steps, [float(r[f"{name}:mean"]) for r in rows],
+                    label=f"{name} ({seeds} seeds)")
+    ax.set_xlabel("step")
+    ax.set_ylabel("cumulative regret (mean over seeds)")
+    ax.legend()
+    ax.grid(alpha=0.3)
+    fig.tight_layout()
+    fig.savefig(out, dpi=120)
+    print(f"wrote {out}")
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("what", choices=("table", "odours", "paired", "snapshot"))
+    p.add_argument("what", choices=("table", "odours", "paired", "snapshot", "figure"))
     p.add_argument("runs", nargs="+")
     p.add_argument("--after", type=int, default=None)
     p.add_argument("--base", default="bayes-by-backprop")
     p.add_argument("--at", type=int, default=None, help="paired: compare at this step")
     p.add_argument("--data-dir", default=None)
+    p.add_argument("--out", default="regret_all.png", help="figure: the PNG to write")
     a = p.parse_args()
+    if a.what == "figure":
+        figure(a.runs, a.out)
+        return
     if a.what == "paired":
         print(json.dumps(paired(a.runs, a.base, a.at), indent=2))
         return
