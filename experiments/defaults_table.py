@@ -11,8 +11,9 @@ each setting to the package's default (uniform, rho_init -3), seed by seed.
 import argparse
 import csv
 import json
-import statistics
 from pathlib import Path
+
+from estimators_table import mean_sd as fmt  # this folder, as the script runs
 
 DEFAULT = ("uniform", "-3")
 
@@ -25,10 +26,6 @@ def read(run):
             "test_end": metrics["end_of_training"]["test_error_means"]}
 
 
-def fmt(values):
-    mean = statistics.mean(values) * 100
-    return f"{mean:.2f}" if len(values) == 1 else \
-        f"{mean:.2f} ± {statistics.stdev(values) * 100:.2f}"
 
 
 def main():

@@ -51,7 +51,7 @@ namespace {
 // core while the rest wait for it (a small network's step then slowed several times).
 constexpr int64_t kParallelMin = 1 << 15;
 // As a num_threads clause, not an `if`: GCC applies an `if` to the simd construct too and
-// then left some loops scalar (the local reparameterisation's update ran 4 times slower).
+// then left some loops scalar.
 inline int threads_for(int64_t n) { return n >= kParallelMin ? omp_get_max_threads() : 1; }
 
 double attr_d(const Attrs& a, const char* k, double dflt) {
@@ -297,6 +297,8 @@ void grad_two_loop(const Prior& p, const float* gw, const float* g2, const float
   const float ca = scale * p.inv_s1sq, cb = scale * p.sigmoid_coef, k = p.k, c = p.c;
   const float cw = static_cast<float>(p.scale / (p.sp * p.sp));
   const float inv_sp2 = static_cast<float>(1.0 / (p.sp * p.sp));
+  // No num_threads clause here: with one, GCC left this loop scalar (its update ran several
+  // times slower); these arrays are a layer's weights, rarely small.
 #pragma omp parallel for simd schedule(static)
   for (int64_t i = 0; i < n; ++i) {
     const float r = rho[i], s = softplus(r), e = eps[i];
@@ -562,12 +564,16 @@ std::vector<std::string> attr_list(const Attrs& a, const char* k) {
 
 int num_layers(const Attrs& a) { return static_cast<int>(attr_u(a, "layers")); }
 
-// Layer k's attributes: the shared ones, each list replaced by its k-th entry.
-Attrs layer_attrs(const Attrs& a, int k, std::initializer_list<const char*> lists) {
-  Attrs out = a;
+// Every layer's attributes: the shared ones, each list replaced by its k-th entry (the
+// lists parsed once). Empty where a list present does not hold one entry per layer.
+std::vector<Attrs> per_layer_attrs(const Attrs& a, std::initializer_list<const char*> lists) {
+  const int L = num_layers(a);
+  std::vector<Attrs> out(L, a);
   for (const char* name : lists) {
-    auto values = attr_list(a, name);
-    if (static_cast<int>(values.size()) > k) out[name] = values[k];
+    if (a.find(name) == a.end()) continue;
+    const auto values = attr_list(a, name);
+    if (static_cast<int>(values.size()) != L) return {};
+    for (int k = 0; k < L; ++k) out[k][name] = values[k];
   }
   return out;
 }
@@ -579,9 +585,14 @@ std::vector<int> layer_aux(const Attrs& a) {
   return out;
 }
 
+// A list attribute with other than one entry per layer is refused when the call is parsed.
+bool lists_fit(const Attrs& a, std::initializer_list<const char*> lists) {
+  return num_layers(a) >= 1 && !per_layer_attrs(a, lists).empty();
+}
+
 MXReturnValue parse_draw_layers(const Attrs& a, int* i, int* o) {
   const int L = num_layers(a);
-  if (L < 1) return MX_FAIL;
+  if (!lists_fit(a, {"aux"})) return MX_FAIL;
   int with_aux = 0;
   for (int x : layer_aux(a)) with_aux += x != 0;
   return parse_n(a, i, o, 2 * L, 2 * L + with_aux);
@@ -604,9 +615,10 @@ MXReturnValue draw_layers_forward(const Attrs& attrs, std::vector<MXTensor>* inp
   const int L = num_layers(attrs);
   const auto aux = layer_aux(attrs);
   const uint64_t first = attr_u(attrs, "layer");
+  auto layers = per_layer_attrs(attrs, {"aux"});
   int next = 2 * L;
   for (int k = 0; k < L; ++k) {
-    Attrs la = layer_attrs(attrs, k, {"aux"});
+    Attrs& la = layers[k];
     la["layer"] = std::to_string(first + k);
     std::vector<MXTensor> ins{(*inputs)[k], (*inputs)[L + k]};
     std::vector<MXTensor> outs{(*outputs)[k], (*outputs)[L + k]};
@@ -619,8 +631,11 @@ MXReturnValue draw_layers_forward(const Attrs& attrs, std::vector<MXTensor>* inp
 // Inputs of layer k in bbb_update_layers: 5 + the optimiser's states + 1 where aux.
 int layer_update_inputs(const Attrs& a, int aux) { return update_inputs(a) + (aux ? 1 : 0); }
 
+constexpr std::initializer_list<const char*> kUpdateLists = {"aux", "lr_mu", "lr_rho", "wd_mu",
+                                                               "wd_rho"};
+
 MXReturnValue parse_update_layers(const Attrs& a, int* i, int* o) {
-  if (num_layers(a) < 1) return MX_FAIL;
+  if (!lists_fit(a, kUpdateLists)) return MX_FAIL;
   int n = guarded(a);
   for (int x : layer_aux(a)) n += layer_update_inputs(a, x);
   return parse_n(a, i, o, n, 1);
@@ -639,9 +654,10 @@ MXReturnValue update_layers_forward(const Attrs& attrs, std::vector<MXTensor>* i
                                     std::vector<MXTensor>* outputs, const OpResource& res) {
   const auto aux = layer_aux(attrs);
   const bool guard = guarded(attrs) != 0;
+  const auto layers = per_layer_attrs(attrs, kUpdateLists);
   int offset = 0;
   for (int k = 0; k < static_cast<int>(aux.size()); ++k) {
-    const Attrs la = layer_attrs(attrs, k, {"aux", "lr_mu", "lr_rho", "wd_mu", "wd_rho"});
+    const Attrs& la = layers[k];
     const int n = layer_update_inputs(attrs, aux[k]);
     std::vector<MXTensor> ins(inputs->begin() + offset, inputs->begin() + offset + n);
     if (guard) ins.push_back(inputs->back());

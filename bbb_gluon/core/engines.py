@@ -189,6 +189,7 @@ class FusedBBBStep:
         self._update = None  # the fused update's plan, decided at the first step
         # Per key: 0 shared sample, 1 Flipout, 2 local reparameterisation (bbb_draw's aux)
         self.modes = key_modes(rules, len(posterior.keys))
+        self._aux_list = ",".join(map(str, self.modes))  # the *_layers kernels' aux
 
     def _grad_buffers(self, ctx):
         """Per key on ``ctx``: the likelihood's gradient w.r.t. the weights (or the means),
@@ -236,7 +237,7 @@ class FusedBBBStep:
         num = len(mus)
         outs = mx.nd.bbb_draw_layers(*mus, *rhos, seed=seed, stream=global_stream,
                                      counter=counter, layer=0, layers=num,
-                                     aux=",".join(map(str, self.modes)))
+                                     aux=self._aux_list)
         aux = iter(outs[2 * num:])
         first = num  # the extra arrays' keys follow the layers'
 
@@ -326,7 +327,7 @@ class FusedBBBStep:
                  "epsilon": repr(opt.epsilon)} if adam else {"momentum": repr(opt.momentum)}
         # Every layer in one operator (see draw); lists hold one entry per layer.
         mx.nd.bbb_update_layers(*inputs, guard, guard=1, layers=len(layers),
-                                aux=",".join(map(str, self.modes)), adam=int(adam),
+                                aux=self._aux_list, adam=int(adam),
                                 lr_mu=",".join(lrs[0::2]), lr_rho=",".join(lrs[1::2]),
                                 wd_mu=",".join(wds[0::2]), wd_rho=",".join(wds[1::2]),
                                 rescale=repr(opt.rescale_grad), clip=repr(clip),

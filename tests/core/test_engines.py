@@ -603,3 +603,15 @@ def test_bbb_lrt_combine_is_mxnets_five_operators_forward_and_backward(relu):
         np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
     if relu:
         assert (got[0][0] == 0).any() and (got[0][1] == 0).any()
+
+
+def test_the_layers_kernels_refuse_lists_that_do_not_hold_one_entry_per_layer():
+    mus = [mx.nd.zeros((3, 2)), mx.nd.zeros((3,))]
+    rhos = [mx.nd.zeros((3, 2)), mx.nd.zeros((3,))]
+    with pytest.raises(mx.base.MXNetError):
+        mx.nd.bbb_draw_layers(*mus, *rhos, seed=0, stream=0, counter=0, layer=0, layers=2,
+                              aux="0,0,2").wait_to_read()
+    arrays = [mx.nd.zeros((3,)) for _ in range(5)]
+    with pytest.raises(mx.base.MXNetError):
+        mx.nd.bbb_update_layers(*arrays, *arrays, layers=2, aux="0,0", adam=0, lr_mu="0.1",
+                                lr_rho="0.1,0.1", wd_mu="0,0", wd_rho="0,0").wait_to_read()
