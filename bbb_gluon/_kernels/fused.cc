@@ -46,6 +46,10 @@ using Attrs = std::unordered_map<std::string, std::string>;
 
 namespace {
 
+// The per-element bodies (the optimisers' lambdas) are inlined into the loops that call
+// them: GCC otherwise kept some as calls, per element, and those loops ran scalar.
+#define BBB_INLINE __attribute__((always_inline))
+
 // Arrays below this many elements are done by one thread: waking the others costs more
 // than the loop, and where other programs hold the cores a woken thread may wait for a
 // core while the rest wait for it (a small network's step then slowed several times).
@@ -297,9 +301,7 @@ void grad_two_loop(const Prior& p, const float* gw, const float* g2, const float
   const float ca = scale * p.inv_s1sq, cb = scale * p.sigmoid_coef, k = p.k, c = p.c;
   const float cw = static_cast<float>(p.scale / (p.sp * p.sp));
   const float inv_sp2 = static_cast<float>(1.0 / (p.sp * p.sp));
-  // No num_threads clause here: with one, GCC left this loop scalar (its update ran several
-  // times slower); these arrays are a layer's weights, rarely small.
-#pragma omp parallel for simd schedule(static)
+#pragma omp parallel for simd schedule(static) num_threads(threads_for(n))
   for (int64_t i = 0; i < n; ++i) {
     const float r = rho[i], s = softplus(r), e = eps[i];
     const float lik = AUX == 1 ? e * g2[i] : 2.f * s * g2[i];
@@ -408,7 +410,7 @@ MXReturnValue grad_forward(const Attrs& attrs, std::vector<MXTensor>* inputs,
                            aux ? (*inputs)[5].data<float>() : nullptr, aux,
                            (*inputs)[1].data<float>(), (*inputs)[2].data<float>(),
                            (*inputs)[3].data<float>(), (*inputs)[4].data<float>(),
-                           (*outputs)[0].size(), [=](int64_t i, float dmu, float drho) {
+                           (*outputs)[0].size(), [=](int64_t i, float dmu, float drho) BBB_INLINE {
                          gmu[i] = dmu;
                          grho[i] = drho;
                        });
@@ -473,28 +475,36 @@ MXReturnValue update_forward(const Attrs& attrs, std::vector<MXTensor>* inputs,
     // Without momentum, one loop per case: a select inside the loop let the compiler
     // reorder the sum (measured: the Trainer's results no longer to the bit).
     if (!has_mom && !clipped) {
-      return for_each_grad_aux(p, gw, g2, aux, w, eps, mu, rho, n, [=](int64_t i, float dmu, float drho) {
+      return for_each_grad_aux(p, gw, g2, aux, w, eps, mu, rho, n, [=](int64_t i, float dmu, float drho) BBB_INLINE {
         mu[i] = mu[i] + ((0.f - lwd_mu * mu[i]) - lrr_mu * dmu);
         rho[i] = rho[i] + ((0.f - lwd_rho * rho[i]) - lrr_rho * drho);
       });
     }
     if (!has_mom) {
-      return for_each_grad_aux(p, gw, g2, aux, w, eps, mu, rho, n, [=](int64_t i, float dmu, float drho) {
+      return for_each_grad_aux(p, gw, g2, aux, w, eps, mu, rho, n, [=](int64_t i, float dmu, float drho) BBB_INLINE {
         mu[i] = mu[i] + ((0.f - lwd_mu * mu[i]) - u.lr_mu * clip_to(u.rescale * dmu, u.clip));
         rho[i] = rho[i] + ((0.f - lwd_rho * rho[i]) -
                            u.lr_rho * clip_to(u.rescale * drho, u.clip));
       });
     }
-    return for_each_grad_aux(p, gw, g2, aux, w, eps, mu, rho, n, [=](int64_t i, float dmu, float drho) {
-      const float step_mu = clipped ? u.lr_mu * clip_to(u.rescale * dmu, u.clip) : lrr_mu * dmu;
-      const float step_rho =
-          clipped ? u.lr_rho * clip_to(u.rescale * drho, u.clip) : lrr_rho * drho;
-      const float v_mu = (m * (has_mom ? mom_mu[i] : 0.f) - lwd_mu * mu[i]) - step_mu;
-      const float v_rho = (m * (has_mom ? mom_rho[i] : 0.f) - lwd_rho * rho[i]) - step_rho;
-      if (has_mom) {
+    // With momentum, again one loop per case: a conditional store inside left it scalar.
+    if (!clipped) {
+      return for_each_grad_aux(p, gw, g2, aux, w, eps, mu, rho, n, [=](int64_t i, float dmu, float drho) BBB_INLINE {
+        const float v_mu = (m * mom_mu[i] - lwd_mu * mu[i]) - lrr_mu * dmu;
+        const float v_rho = (m * mom_rho[i] - lwd_rho * rho[i]) - lrr_rho * drho;
         mom_mu[i] = v_mu;
         mom_rho[i] = v_rho;
-      }
+        mu[i] = mu[i] + v_mu;
+        rho[i] = rho[i] + v_rho;
+      });
+    }
+    return for_each_grad_aux(p, gw, g2, aux, w, eps, mu, rho, n, [=](int64_t i, float dmu, float drho) BBB_INLINE {
+      const float v_mu =
+          (m * mom_mu[i] - lwd_mu * mu[i]) - u.lr_mu * clip_to(u.rescale * dmu, u.clip);
+      const float v_rho =
+          (m * mom_rho[i] - lwd_rho * rho[i]) - u.lr_rho * clip_to(u.rescale * drho, u.clip);
+      mom_mu[i] = v_mu;
+      mom_rho[i] = v_rho;
       mu[i] = mu[i] + v_mu;
       rho[i] = rho[i] + v_rho;
     });
@@ -504,7 +514,7 @@ MXReturnValue update_forward(const Attrs& attrs, std::vector<MXTensor>* inputs,
   float* v_mu = (*inputs)[6].data<float>();
   float* m_rho = (*inputs)[7].data<float>();
   float* v_rho = (*inputs)[8].data<float>();
-  return for_each_grad_aux(p, gw, g2, aux, w, eps, mu, rho, n, [=](int64_t i, float dmu, float drho) {
+  return for_each_grad_aux(p, gw, g2, aux, w, eps, mu, rho, n, [=](int64_t i, float dmu, float drho) BBB_INLINE {
     float g = clip_to(dmu * u.rescale + mu[i] * u.wd_mu, u.clip);
     float m = u.b1 * m_mu[i] + (1.f - u.b1) * g;
     float v = u.b2 * v_mu[i] + (1.f - u.b2) * g * g;

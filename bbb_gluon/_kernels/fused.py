@@ -48,7 +48,7 @@ import mxnet as mx
 
 from .build import build, compiler
 
-__all__ = ["available", "unavailable_reason", "load"]
+__all__ = ["available", "unavailable_reason", "load", "library_path"]
 
 _SOURCE = Path(__file__).with_name("fused.cc")
 _lock = threading.Lock()
@@ -95,3 +95,8 @@ def available():
 def unavailable_reason():
     """Why :func:`available` is False (None if it is True or was not asked yet)."""
     return _state["reason"]
+
+
+def library_path():
+    """The loaded library's file (None until :func:`load` succeeded)."""
+    return _state["path"]

@@ -2,6 +2,7 @@
 
 import math
 import os
+import shutil
 import subprocess
 import sys
 
@@ -573,6 +574,23 @@ def test_bbb_update_layers_is_bbb_update_on_each_layer_to_the_bit(adam, momentum
             np.testing.assert_array_equal(x.asnumpy(), y.asnumpy())
         changed = not np.array_equal(t[3].asnumpy(), b[3].asnumpy())
         assert changed == (guard == 0.0)  # mu moved unless the guard is NaN
+
+
+def test_no_per_element_body_of_the_update_is_compiled_out_of_line():
+    """Each optimiser's per-element body (a lambda) is inlined into the vectorised loop
+    that calls it. An out-of-line copy is a call per element in a loop left scalar: Adam
+    with the scale mixture ran about four times slower that way, unnoticed, until
+    benchmarks/bench_update.py (results_update_2026-11-26.txt)."""
+    from bbb_gluon._kernels import fused
+    nm = shutil.which("nm")
+    if nm is None:
+        pytest.skip("no nm (binutils) to list the library's symbols")
+    symbols = subprocess.run([nm, "-C", fused.library_path()], capture_output=True,
+                             text=True, check=True).stdout.splitlines()
+    assert any("update_forward" in s for s in symbols)  # the listing names our functions
+    called = [s for s in symbols
+              if "lambda(long, float, float)" in s and "}::operator()(" in s]
+    assert called == []
 
 
 @pytest.mark.parametrize("relu", [0, 1])

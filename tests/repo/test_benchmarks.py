@@ -6,6 +6,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -129,3 +131,26 @@ def test_estimators_benchmark_runs_in_tiny_mode(tmp_path):
     assert {(r["workload"], r["estimator"]) for r in results["speed"]} == {
         (w, e) for w in ("784-400-400-10", "LeNet-5") for e in ("reparam", "local", "flipout")}
     assert all(r["ratio"] > 0 for r in results["speed"])
+
+
+def test_update_benchmark_times_every_compiled_setting_in_tiny_mode():
+    done = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "bench_update.py"),
+                           "--tiny"], capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-2000:]
+    rows = [line.split() for line in done.stdout.splitlines() if line.endswith("x")]
+    # 3 optimisers x 3 priors x 3 aux, each with a positive time and ratio
+    assert len(rows) == 27
+    assert {(r[0], r[1], r[2]) for r in rows} == {
+        (o, p, a) for o in ("adam", "sgd", "sgd-momentum")
+        for p in ("mixture-mc", "gaussian-mc", "gaussian-kl") for a in "012"}
+    assert all(float(r[3]) > 0 and float(r[5].rstrip("x")) > 0 for r in rows)
+
+
+@pytest.mark.parametrize("estimator", ["reparam", "flipout"])
+def test_step_benchmark_prints_its_milliseconds_per_step(estimator):
+    done = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "bench_step.py"),
+                           "--steps", "3", "--estimator", estimator, "--prior", "gaussian"],
+                          capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-2000:]
+    words = done.stdout.split()
+    assert words[:2] == [estimator, "gaussian"] and float(words[2]) > 0 and words[3] == "ms/step"
