@@ -158,11 +158,16 @@ _REST = weakref.WeakKeyDictionary()
 
 def _first_dense(net, posterior):
     """``(first_layer, rest)`` when ``net`` is a Sequential starting with a Dense layer whose
-    parameters are the posterior's first ones; else None."""
+    parameters are the posterior's first ones and no later layer's; else None."""
     if not isinstance(net, nn.Sequential | nn.HybridSequential) or len(net) < 2:
         return None
     first = net[0]
     if not isinstance(first, nn.Dense) or posterior.keys[:1] != ["0.weight"]:
+        return None
+    # A weight the later layers share (tying) must be one sample in all its uses: drawing
+    # the first layer's pre-activations would give the others the means instead.
+    mine = {id(p) for p in first.collect_params().values()}
+    if any(id(p) in mine for block in net[1:] for p in block.collect_params().values()):
         return None
     # net[1:] shares the layers (and their parameters); build and hybridize it once.
     cached = _REST.get(net)

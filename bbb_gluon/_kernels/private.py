@@ -5,8 +5,8 @@ that renamed one fails here and nowhere else.
 """
 
 __all__ = ["sparse_label", "is_hybridized", "set_hybridized", "act_type", "children",
-           "dense_settings", "conv_settings", "parameter_arrays", "set_parameter_arrays",
-           "dataset_arrays", "barrier"]
+           "own_params", "dense_settings", "conv_settings", "parameter_arrays",
+           "set_parameter_arrays", "dataset_arrays", "barrier"]
 
 
 def sparse_label(loss):
@@ -29,6 +29,12 @@ def set_hybridized(block, active):
 def children(block):
     """``{name: child}`` of a Block, the names ``save_parameters`` puts in its keys."""
     return block._children
+
+
+def own_params(block):
+    """``{attribute name: Parameter}`` a Block registered itself (``"weight"``, ``"bias"``;
+    not its children's): the same Parameter objects where layers share them."""
+    return block._reg_params
 
 
 def dense_settings(dense):

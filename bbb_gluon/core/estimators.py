@@ -15,8 +15,10 @@ r"""How a minibatch's forward pass sees the posterior: the gradient estimators.
   layers: each example's pre-activations drawn from their Gaussian, mean
   :math:`x \mu + \mu_b`, variance :math:`x^2 \sigma^2 + \sigma_b^2` (plus a floor of
   1e-12, so that a row of zeros, a dead ReLU, gives no NaN gradient); Flipout on
-  convolutions and on a Dense layer applied at several positions (``flatten=False``),
-  where independent draws per position would untie the weight.
+  convolutions, on a Dense layer applied at several positions (``flatten=False``), and on
+  a Dense layer whose weight other layers share (weight tying), where independent draws
+  per position or per use would untie the weight. Layers that share a weight draw the
+  same signs for an example, so each example sees one weight in all of them.
 
 Layers of other kinds, and layers whose weight has no posterior, keep the shared sample.
 All three estimators are unbiased for the same objective. The complexity cost is taken at
@@ -111,19 +113,26 @@ def plan(net, posterior, estimator):
     evidence lower bound).
     """
     check_estimator(estimator)
-    index = {k: i for i, k in enumerate(posterior.keys)}
-    rules = []
+    # By the Parameter itself, not by name: a Parameter that layers share (weight tying)
+    # is one posterior key, held by each of them.
+    index = {id(p): i for i, p in enumerate(posterior.check_net(net).values())}
+    layers = []
     for prefix, block in _layers(net):
-        mine = {k[len(prefix):]: i for k, i in index.items()
-                if k.startswith(prefix) and "." not in k[len(prefix):]}
-        if not mine:
-            continue
-        name = prefix.rstrip(".")
-        weight, bias = mine.get("weight"), mine.get("bias")
+        mine = {attr: index[id(p)] for attr, p in _private.own_params(block).items()
+                if id(p) in index}
+        if mine:
+            layers.append((prefix.rstrip("."), block, mine.get("weight"), mine.get("bias")))
+    holders = {}
+    for name, _, weight, _ in layers:
+        if weight is not None:
+            holders.setdefault(weight, []).append(name)
+    rules = []
+    for name, block, weight, bias in layers:
+        others = [n for n in holders.get(weight, []) if n != name]
         if isinstance(estimator, dict):
-            rule, why = _asked(estimator.get(name, "reparam"), name, block, weight)
+            rule, why = _asked(estimator.get(name, "reparam"), name, block, weight, others)
         else:
-            rule, why = _rule(estimator, block, weight)
+            rule, why = _rule(estimator, block, weight, others)
         rules.append(LayerRule(name, type(block).__name__, rule, weight, bias, why, block))
     if isinstance(estimator, dict):
         unknown = set(estimator) - {r.name for r in rules}
@@ -133,13 +142,17 @@ def plan(net, posterior, estimator):
     return rules
 
 
-def _rule(estimator, block, weight):
-    """The rule and why for one layer under one estimator for all."""
+def _rule(estimator, block, weight, others=()):
+    """The rule and why for one layer under one estimator for all; ``others``: the other
+    layers that hold its weight."""
     if estimator == "reparam":
         return "reparam", ""
     if weight is None:
         return "reparam", "its weight has no posterior"
     if type(block) is nn.Dense:
+        if estimator == "local" and others:
+            return "flipout", f"its weight is shared with {', '.join(others)}: one weight " \
+                              "for every use"
         if estimator == "local" and not _private.dense_settings(block)[1]:
             return "flipout", "flatten=False: one weight at every position"
         return estimator, ""
@@ -150,7 +163,7 @@ def _rule(estimator, block, weight):
     return "reparam", f"no {estimator} estimator for {type(block).__name__}"
 
 
-def _asked(rule, name, block, weight):
+def _asked(rule, name, block, weight, others=()):
     """The rule a dict asked for one layer, refused where it cannot run."""
     if rule == "reparam":
         return rule, ""
@@ -159,6 +172,8 @@ def _asked(rule, name, block, weight):
                          f"({type(block).__name__}"
                          f"{', whose weight has no posterior' if weight is None else ''}): "
                          "it runs on Dense and Conv1D/2D/3D layers")
+    if rule == "local" and others:
+        return rule, "per use (asked for): a different model"
     per_position = rule == "local" and (type(block) in _CONV_LAYERS or
                                         not _private.dense_settings(block)[1])
     return rule, "per position (asked for): a different model" if per_position else ""

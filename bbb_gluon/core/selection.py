@@ -40,7 +40,9 @@ def bayesian_parameters(net, select=None):
     -------
     dict
         ``{"0.weight": Parameter, "0.bias": Parameter, ...}`` in structural order; the
-        names are the same for every instance of one architecture.
+        names are the same for every instance of one architecture. A Parameter that
+        several layers share (weight tying: ``nn.Dense(..., params=other.params)``) is
+        one entry, under the first of its names chosen: one weight, one posterior.
 
     Raises
     ------
@@ -70,6 +72,8 @@ def bayesian_parameters(net, select=None):
         raise ValueError("select must be None, a list of blocks, a regular expression or a "
                          f"callable (name, parameter) -> bool, got {select!r}")
     chosen = {k: p for k, p in chosen.items() if p.grad_req != "null"}
+    seen = set()
+    chosen = {k: p for k, p in chosen.items() if not (id(p) in seen or seen.add(id(p)))}
     if not chosen:
         raise ValueError("no parameters of the network were selected for a posterior "
                          f"(select={select!r}; by default: the weights and biases of Dense "

@@ -460,3 +460,71 @@ def test_the_local_reparameterisation_per_position_only_when_asked_for():
         plan(net, post, {"1": "flipout"})
     with pytest.raises(ValueError, match=r"estimator\['0'\] must be one of"):
         plan(net, post, {"0": "lrt"})
+
+
+def tied(hybridize=True):
+    """Dense(5) -> Dense(5) with the first one's parameters (weight tying) -> Dense(3)."""
+    first = nn.Dense(5, activation="tanh", in_units=5)
+    return build(first, nn.Dense(5, activation="tanh", in_units=5, params=first.params),
+                 nn.Dense(3, in_units=5), hybridize=hybridize)[0]
+
+
+def test_a_shared_weight_is_one_key_and_each_example_sees_one_weight_in_every_use():
+    """Weight tying: one posterior key for the shared Parameter; under "local" its layers
+    run Flipout (per-use draws would untie it) with the reason, and both draw the same
+    signs for an example, so example n sees W_n = mu + Delta o (r_n s_n^T) in both."""
+    net = tied()
+    X = mx.nd.array(np.random.default_rng(0).normal(size=(6, 5)), ctx=CTX)
+    post = posterior_of(net, X)
+    assert post.keys == ["0.weight", "0.bias", "2.weight", "2.bias"]
+    rules = plan(net, post, "local")
+    assert [(r.name, r.rule, r.weight) for r in rules] == [
+        ("0", "flipout", 0), ("1", "flipout", 0), ("2", "local", 2)]
+    assert "shared with 1" in rules[0].why and "shared with 0" in rules[1].why
+    # the package's noise is a function of (step, tag): fixed_extra is one of the tag alone
+    eps = np.random.default_rng(7).standard_normal(post.num_weights).astype(np.float32)
+    sample = post.sample(CTX, eps=mx.nd.array(eps, ctx=CTX))
+    with perturbed(net, post, plan(net, post, "flipout"), sample, fixed_extra):
+        out = net(X).asnumpy()
+    mu = [m.asnumpy() for m in sample.mus]
+    delta = [(s * e).asnumpy() for s, e in zip(sample.sigmas, sample.eps, strict=True)]
+    # keys 0 and 2: input signs tag 4k + 1, output signs 4k + 2
+    s0, r0 = (fixed_extra(t, sh, True).asnumpy() for t, sh in ((1, (6, 5)), (2, (6, 5))))
+    s2, r2 = (fixed_extra(t, sh, True).asnumpy() for t, sh in ((9, (6, 5)), (10, (6, 3))))
+    for n in range(6):
+        w0 = mu[0] + delta[0] * np.outer(r0[n], s0[n])
+        w2 = mu[2] + delta[2] * np.outer(r2[n], s2[n])
+        h = np.tanh(X[n].asnumpy() @ w0.T + mu[1] + delta[1] * r0[n])
+        h = np.tanh(h @ w0.T + mu[1] + delta[1] * r0[n])  # the same W_n, second use
+        np.testing.assert_allclose(out[n], h @ w2.T + mu[3] + delta[3] * r2[n],
+                                   rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.usefixtures("fused_kernels")
+@pytest.mark.parametrize("estimator", ["reparam", "local", "flipout"])
+def test_a_tied_network_trains_on_both_engines_alike(estimator):
+    """The gradient of a shared weight gathers both uses on the fused engine as under
+    autograd: two steps on the same noise move mu and rho alike."""
+    results = []
+    for engine in ("reference", "fused"):
+        net = tied()
+        rng = np.random.default_rng(0)
+        X = mx.nd.array(rng.normal(size=(8, 5)), ctx=CTX)
+        y = mx.nd.array(rng.integers(0, 3, size=8), ctx=CTX)
+        post = posterior_of(net, X, rho=-3.0)
+        loss = BBBLoss(GaussianPrior(1.0), num_batches=4)
+        trainer = gluon.Trainer(trainable_params(net, post, loss), "adam",
+                                {"learning_rate": 0.05})
+        step = BBBStep(net, post, loss, trainer, estimator=estimator, engine=engine)
+        for i in range(2):
+            flat = rng.standard_normal(post.num_weights).astype(np.float32)
+            if engine == "reference":
+                eps = [[(mx.nd.array(flat, ctx=CTX), fixed_extra)]]
+            else:
+                cuts = np.cumsum([int(np.prod(s)) for s in post.shapes])[:-1]
+                eps = [[([mx.nd.array(p.reshape(s), ctx=CTX) for p, s in
+                          zip(np.split(flat, cuts), post.shapes, strict=True)], fixed_extra)]]
+            step._step(X, y, i, True, None, eps=eps)
+        results.append([a.asnumpy() for a in post.mu(CTX) + post.rho(CTX)])
+    for a, b in zip(*results, strict=True):
+        np.testing.assert_allclose(b, a, rtol=2e-4, atol=2e-5)

@@ -61,6 +61,20 @@ def test_mnist_sized_layout():
     assert "478,410" in repr(post)
 
 
+def test_a_parameter_layers_share_is_one_entry_under_its_first_name():
+    """Weight tying: one weight, one posterior (two would each pay the complexity cost and
+    fight over the one Parameter the layers read)."""
+    first = nn.Dense(3, in_units=3)
+    net = nn.HybridSequential()
+    net.add(first, nn.Dense(3, in_units=3, params=first.params), nn.Dense(2, in_units=3))
+    net.initialize(ctx=mx.cpu(1))
+    assert list(bayesian_parameters(net)) == ["0.weight", "0.bias", "2.weight", "2.bias"]
+    assert list(bayesian_parameters(net, select=r"^1\.")) == ["1.weight", "1.bias"]
+    post = Posterior(net)
+    assert post.num_weights == 3 * 3 + 3 + 3 * 2 + 2
+    assert list(post.deterministic_params(net).keys()) == []  # the tied layer is covered
+
+
 def test_bayesian_parameters_is_the_same_for_two_instances():
     a, b = make_net(), make_net()
     assert list(bayesian_parameters(a)) == list(bayesian_parameters(b))
