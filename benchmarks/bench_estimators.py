@@ -2,8 +2,9 @@
 
 Two measurements, each against its baseline in this one run:
 
-- **variance**: on the 784-400-400-10 MLP after one epoch of training (shared sample,
-  Adam 1e-3, so the posterior is not the initial one), the variance over ``--draws``
+- **variance**: on the 784-400-400-10 MLP after ``--train-epochs`` epochs of training
+  (default 1; shared sample, Adam 1e-3, so the posterior is not the initial one), the
+  variance over ``--draws``
   noise draws of the gradient of the minibatch's mean negative log-likelihood (the term
   the estimators change) w.r.t. mu and rho, per layer, on one fixed
   batch of 16 and one of 128 examples; printed as the shared sample's variance divided by
@@ -16,6 +17,7 @@ Two measurements, each against its baseline in this one run:
 Real data when BBB_GLUON_DATA points at it, else synthetic arrays of the same shapes.
 
     python benchmarks/bench_estimators.py [--draws 200] [--epochs 3] [--out FILE.json]
+    python benchmarks/bench_estimators.py --part variance --train-epochs 20
     python benchmarks/bench_estimators.py --tiny      # a few batches: proves it still runs
 """
 
@@ -104,11 +106,14 @@ def gradient_variance(net, posterior, loss, X, y, estimator, draws):
     return [float(np.var(np.array(g), axis=0, ddof=1).mean()) for g in grads_of]
 
 
-def variance_table(X, y, draws, tiny):
+def variance_table(X, y, draws, tiny, train_epochs=1):
     loader = ArrayLoader(X, y, 128, shuffle=True, seed=0)
     net = mlp()
     step, posterior, loss = make_step(net, loader, "reparam")
-    step_epoch(step, loader, 3 if tiny else None)()  # one epoch away from the start
+    for _ in range(train_epochs):  # away from the start
+        step_epoch(step, loader, 3 if tiny else None)()
+    sigmas = np.concatenate([s.asnumpy().ravel() for s in posterior.sigma()])
+    print(f"posterior after {train_epochs} epoch(s): median sigma {np.median(sigmas):.4f}")
     rows = []
     for batch in (16, 128):
         Xb = mx.nd.array(X[:batch])
@@ -150,6 +155,8 @@ def main(argv=None):
     bbb_gluon.threads.claim()
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--draws", type=int, default=200)
+    parser.add_argument("--train-epochs", type=int, default=1,
+                        help="epochs of training before the variance is measured")
     parser.add_argument("--epochs", type=int, default=3)
     parser.add_argument("--num-train", type=int, default=60000)
     parser.add_argument("--part", choices=("all", "variance", "speed"), default="all")
@@ -163,7 +170,8 @@ def main(argv=None):
     X, y, source = data("mnist", num_train)
     print(f"data: {source}; threads {results['threads']}")
     if args.part in ("all", "variance"):
-        results["variance"] = variance_table(X, y, draws, args.tiny)
+        results["variance"] = variance_table(X, y, draws, args.tiny, args.train_epochs)
+        results["train_epochs"] = args.train_epochs
     if args.part in ("all", "speed"):
         Xf, yf, fashion = data("fashion-mnist", num_train)
         print(f"speed: peers' workload on {fashion}, LeNet on {source}; batch 128, Adam "
