@@ -200,7 +200,7 @@ def aux_arrays(rules, sample):
     out = {}
     for r in rules:
         for i in (r.weight, r.bias):
-            if i is None or r.rule == "reparam":
+            if i is None or r.rule == "reparam" or i in out:  # a shared key: once
                 continue
             sigma = sample.sigmas[i]
             out[i] = sigma * sample.eps[i] if r.rule == "flipout" else mx.nd.square(sigma)
