@@ -9,9 +9,10 @@ shared sample, 1 Flipout, 2 the local reparameterisation): the milliseconds of o
 ``--repeats`` timings of ``--calls`` calls, and its ratio to the baseline measured in the
 same run: MXNet's ``adam_update`` / ``sgd_update`` / ``sgd_mom_update`` on the same mu
 and rho arrays (the step alone, without the gradient that ``bbb_update_layers`` also
-computes). Every setting does about the same arithmetic per element, so one setting
-far above the others is a loop the compiler left scalar (the fourth round's regression:
-Adam with the scale mixture at about four times the others).
+computes). No gradient clipping (the clipped loops are not timed). Every setting does
+about the same arithmetic per element, so a setting several times above MXNet's step is a
+loop the compiler left scalar (docs/benchmarks.md, seventh round: before its fix 17 of
+the 27 settings ran 3.4-7.9x MXNet's step).
 
     python benchmarks/bench_update.py [--threads 1] [--repeats 5] [--calls 50]
     python benchmarks/bench_update.py --tiny      # a few calls: proves it still runs

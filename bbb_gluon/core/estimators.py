@@ -32,7 +32,7 @@ leaving (also through an exception) the network is exactly as it was.
 """
 
 from contextlib import ExitStack, contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import mxnet as mx
 from mxnet import autograd
@@ -73,7 +73,8 @@ class LayerRule:
     Attributes
     ----------
     name : str
-        The layer's structural name (``"0"``, ``"features.3"``), the prefix of its keys.
+        The layer's structural name (``"0"``, ``"features.3"``); the prefix of its keys
+        unless it shares its parameters with an earlier layer (weight tying).
     layer : str
         Its class name (``"Dense"``, ``"Conv2D"``).
     rule : {"reparam", "local", "flipout"}
@@ -134,12 +135,40 @@ def plan(net, posterior, estimator):
         else:
             rule, why = _rule(estimator, block, weight, others)
         rules.append(LayerRule(name, type(block).__name__, rule, weight, bias, why, block))
+    rules = _one_rule_per_key(rules, estimator)
     if isinstance(estimator, dict):
         unknown = set(estimator) - {r.name for r in rules}
         if unknown:
             raise ValueError(f"estimator names layers without a posterior: {sorted(unknown)}; "
                              f"the layers with one are {[r.name for r in rules]}")
     return rules
+
+
+def _one_rule_per_key(rules, estimator):
+    """The layers that hold one posterior key (weight tying) under one rule: a step draws
+    one sample, perturbation or variance per key. A dict that gives them different ones is
+    refused; with one estimator for all, such a group falls back to the shared sample
+    (e.g. an Embedding tied to a Dense layer: Flipout cannot run on the Embedding)."""
+    while True:
+        holders = {}
+        for k, r in enumerate(rules):
+            for i in (r.weight, r.bias):
+                if i is not None:
+                    holders.setdefault(i, []).append(k)
+        mixed = next((ks for ks in holders.values()
+                      if len({rules[k].rule for k in ks}) > 1), None)
+        if mixed is None:
+            return rules
+        names = [rules[k].name for k in mixed]
+        if isinstance(estimator, dict):
+            raise ValueError(f"layers {names} share a parameter, so they must run one "
+                             f"estimator; the dict gives them "
+                             f"{[rules[k].rule for k in mixed]}")
+        for k in mixed:
+            others = ", ".join(n for n in names if n != rules[k].name)
+            rules[k] = replace(rules[k], rule="reparam",
+                               why=f"shares a parameter with {others}, which cannot run "
+                                   f"{estimator}")
 
 
 def _rule(estimator, block, weight, others=()):
@@ -173,7 +202,9 @@ def _asked(rule, name, block, weight, others=()):
                          f"{', whose weight has no posterior' if weight is None else ''}): "
                          "it runs on Dense and Conv1D/2D/3D layers")
     if rule == "local" and others:
-        return rule, "per use (asked for): a different model"
+        raise ValueError(f"estimator 'local' cannot run on layer {name!r}: its weight is "
+                         f"shared with {', '.join(others)}, and a draw per use would untie "
+                         "it; give these layers 'flipout'")
     per_position = rule == "local" and (type(block) in _CONV_LAYERS or
                                         not _private.dense_settings(block)[1])
     return rule, "per position (asked for): a different model" if per_position else ""
@@ -304,12 +335,16 @@ def perturbed(net, posterior, rules, sample, noise):
 def key_modes(rules, num_keys):
     """Per posterior key: 0 where its layer takes the shared sample, 1 under Flipout, 2
     under the local reparameterisation (the fused kernels' ``aux``)."""
-    modes = [0] * num_keys
+    modes = [None] * num_keys
     for r in rules:
         for i in (r.weight, r.bias):
-            if i is not None and r.rule != "reparam":
-                modes[i] = 1 if r.rule == "flipout" else 2
-    return modes
+            if i is None:
+                continue
+            mode = {"reparam": 0, "flipout": 1}.get(r.rule, 2)
+            if modes[i] not in (None, mode):  # plan() gives a key's layers one rule
+                raise ValueError(f"posterior key {i} is given two estimators")
+            modes[i] = mode
+    return [0 if m is None else m for m in modes]
 
 
 @contextmanager

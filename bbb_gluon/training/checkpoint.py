@@ -61,11 +61,18 @@ def _model_arrays(net, posterior, loss=None):
         if block is not None:
             out.update({prefix + k: p.data(p.list_ctx()[0])
                         for k, p in _structural_params(block).items()})
-    covered = set(posterior.keys) if posterior is not None else set()
+    covered = _covered(net, posterior)
     for k, p in _structural_params(net).items():
-        if k not in covered:
+        if id(p) not in covered:
             out[k] = p.data(p.list_ctx()[0])
     return out
+
+
+def _covered(net, posterior):
+    """The ids of ``net``'s Parameters the posterior stands for: by the Parameter, not its
+    name, so that every name of a Parameter layers share (weight tying) is covered."""
+    return {id(p) for p in posterior.check_net(net).values()} if posterior is not None \
+        else set()
 
 
 def _set_model_arrays(arrays, net, posterior, path, loss=None):
@@ -75,8 +82,8 @@ def _set_model_arrays(arrays, net, posterior, path, loss=None):
     for prefix, block in ((_LOSS, loss), (_POSTERIOR, posterior)):
         if block is not None:
             targets.update({prefix + k: p for k, p in _structural_params(block).items()})
-    covered = set(posterior.keys) if posterior is not None else set()
-    targets.update({k: p for k, p in _structural_params(net).items() if k not in covered})
+    covered = _covered(net, posterior)
+    targets.update({k: p for k, p in _structural_params(net).items() if id(p) not in covered})
     if set(targets) != set(arrays):
         raise CheckpointError(f"{path} holds parameters of another architecture")
     for name, param in targets.items():

@@ -21,7 +21,7 @@ from bbb_gluon import (
 )
 from bbb_gluon._kernels import private
 from bbb_gluon.core import step as step_module
-from bbb_gluon.core.estimators import VARIANCE_FLOOR, perturbed, plan
+from bbb_gluon.core.estimators import VARIANCE_FLOOR, key_modes, perturbed, plan
 from bbb_gluon.training import TrainConfig
 
 CTX = mx.cpu(1)  # a context that is not the default catches a hard-coded one
@@ -528,3 +528,29 @@ def test_a_tied_network_trains_on_both_engines_alike(estimator):
         results.append([a.asnumpy() for a in post.mu(CTX) + post.rho(CTX)])
     for a, b in zip(*results, strict=True):
         np.testing.assert_allclose(b, a, rtol=2e-4, atol=2e-5)
+
+
+def test_layers_sharing_a_weight_run_one_estimator_or_are_refused():
+    """An Embedding tied to the output layer (a language model's tying) cannot run Flipout,
+    so under "flipout" both keep the shared sample, with the reason; a dict that gives
+    tied layers different estimators, or "local" to a shared weight, is refused."""
+    emb = nn.Embedding(10, 5)
+    net = nn.HybridSequential()
+    net.add(emb, nn.Dense(10, in_units=5, flatten=False, params=emb.params))
+    net.initialize(mx.init.Xavier(), ctx=CTX)
+    post = posterior_of(net, mx.nd.array([[1, 2, 3]], ctx=CTX))
+    for estimator in ("flipout", "local"):
+        rules = plan(net, post, estimator)
+        assert [(r.name, r.rule) for r in rules] == [("0", "reparam"), ("1", "reparam")]
+        assert "shares a parameter with 1" in rules[0].why
+        assert key_modes(rules, len(post.keys)) == [0] * len(post.keys)
+    dense_net = tied()
+    X = mx.nd.array(np.random.default_rng(0).normal(size=(6, 5)), ctx=CTX)
+    post = posterior_of(dense_net, X)
+    for asked in ({"1": "flipout"}, {"0": "flipout", "1": "reparam"}):
+        with pytest.raises(ValueError, match="share a parameter"):
+            plan(dense_net, post, asked)
+    with pytest.raises(ValueError, match="'local' cannot run on layer '0'.*'flipout'"):
+        plan(dense_net, post, {"0": "local", "1": "local"})
+    rules = plan(dense_net, post, {"0": "flipout", "1": "flipout"})
+    assert [r.rule for r in rules] == ["flipout", "flipout", "reparam"]
