@@ -515,8 +515,7 @@ def test_the_likelihood_may_be_the_loss_the_network_trained_with():
         predict_proba(net, posterior, X, 0, likelihood=g.loss.KLDivLoss())
 
 
-@pytest.mark.parametrize("num_samples", [0, 4000])
-def test_a_weight_two_layers_share_is_one_draw_in_both(num_samples):
+def test_a_weight_two_layers_share_is_one_draw_in_both():
     """y = W (W x) with one tied weight W, mean 0 and sigma 1: E[W W] is the identity (the
     diagonal W_ii W_ii terms), so the predictive mean is x; two draws of W, or the means
     in the second use (the first layer's moment path), would give 0."""
@@ -528,9 +527,7 @@ def test_a_weight_two_layers_share_is_one_draw_in_both(num_samples):
     assert posterior.keys == ["0.weight"]
     posterior.mu(mx.cpu(1))[0][:] = 0
     X = mx.nd.ones((3, 2), ctx=mx.cpu(1))
-    mean = prediction.predict_proba(net, posterior, X, num_samples=num_samples,
+    mean = prediction.predict_proba(net, posterior, X, num_samples=4000,
                                     likelihood="gaussian")
-    if num_samples == 0:  # the means alone: W = 0
-        np.testing.assert_array_equal(mean, 0)
-    else:  # each output's sd over draws is about 1.7: 0.03 for the mean of 4000
-        np.testing.assert_allclose(mean, 1.0, atol=0.15)
+    # each output's sd over draws is about 2.24: 0.035 for the mean of 4000
+    np.testing.assert_allclose(mean, 1.0, atol=0.15)
