@@ -117,23 +117,18 @@ def plan(net, posterior, estimator):
     # By the Parameter itself, not by name: a Parameter that layers share (weight tying)
     # is one posterior key, held by each of them.
     index = {id(p): i for i, p in enumerate(posterior.check_net(net).values())}
-    layers = []
+    rules = []
     for prefix, block in _layers(net):
         mine = {attr: index[id(p)] for attr, p in _private.own_params(block).items()
                 if id(p) in index}
-        if mine:
-            layers.append((prefix.rstrip("."), block, mine.get("weight"), mine.get("bias")))
-    holders = {}
-    for name, _, weight, _ in layers:
-        if weight is not None:
-            holders.setdefault(weight, []).append(name)
-    rules = []
-    for name, block, weight, bias in layers:
-        others = [n for n in holders.get(weight, []) if n != name]
+        if not mine:
+            continue
+        name = prefix.rstrip(".")
+        weight, bias = mine.get("weight"), mine.get("bias")
         if isinstance(estimator, dict):
-            rule, why = _asked(estimator.get(name, "reparam"), name, block, weight, others)
+            rule, why = _asked(estimator.get(name, "reparam"), name, block, weight)
         else:
-            rule, why = _rule(estimator, block, weight, others)
+            rule, why = _rule(estimator, block, weight)
         rules.append(LayerRule(name, type(block).__name__, rule, weight, bias, why, block))
     rules = _one_rule_per_key(rules, estimator)
     if isinstance(estimator, dict):
@@ -146,42 +141,52 @@ def plan(net, posterior, estimator):
 
 def _one_rule_per_key(rules, estimator):
     """The layers that hold one posterior key (weight tying) under one rule: a step draws
-    one sample, perturbation or variance per key. A dict that gives them different ones is
-    refused; with one estimator for all, such a group falls back to the shared sample
-    (e.g. an Embedding tied to a Dense layer: Flipout cannot run on the Embedding)."""
+    one sample, perturbation or variance per key. The local reparameterisation would draw
+    per use and untie the weight, so such layers run Flipout instead (with the same signs
+    for an example in every use), and a dict asking for it is refused; a dict that gives
+    them different rules is refused; with one estimator for all, a group whose layers
+    still differ falls back to the shared sample (e.g. an Embedding tied to a Dense
+    layer: Flipout cannot run on the Embedding)."""
     while True:
         holders = {}
         for k, r in enumerate(rules):
             for i in (r.weight, r.bias):
                 if i is not None:
                     holders.setdefault(i, []).append(k)
-        mixed = next((ks for ks in holders.values()
-                      if len({rules[k].rule for k in ks}) > 1), None)
-        if mixed is None:
+        group = next((ks for ks in holders.values() if len(ks) > 1 and (
+            len({rules[k].rule for k in ks}) > 1 or rules[ks[0]].rule == "local")), None)
+        if group is None:
             return rules
-        names = [rules[k].name for k in mixed]
-        if isinstance(estimator, dict):
-            raise ValueError(f"layers {names} share a parameter, so they must run one "
-                             f"estimator; the dict gives them "
-                             f"{[rules[k].rule for k in mixed]}")
-        for k in mixed:
-            others = ", ".join(n for n in names if n != rules[k].name)
-            rules[k] = replace(rules[k], rule="reparam",
-                               why=f"shares a parameter with {others}, which cannot run "
-                                   f"{estimator}")
+        names = [rules[k].name for k in group]
+        asked = isinstance(estimator, dict)
+        for k in group:
+            r, others = rules[k], ", ".join(n for n in names if n != rules[k].name)
+            if r.rule == "local" and asked:
+                raise ValueError(f"estimator 'local' cannot run on layer {r.name!r}: it "
+                                 f"shares a parameter with {others}, and a draw per use "
+                                 "would untie it; give these layers 'flipout'")
+            if r.rule == "local":
+                rules[k] = replace(r, rule="flipout", why=f"its weight is shared with "
+                                                          f"{others}: one weight for every use")
+        if len({rules[k].rule for k in group}) > 1:
+            if asked:
+                raise ValueError(f"layers {names} share a parameter, so they must run one "
+                                 f"estimator; the dict gives them "
+                                 f"{[rules[k].rule for k in group]}")
+            for k in group:
+                others = ", ".join(n for n in names if n != rules[k].name)
+                rules[k] = replace(rules[k], rule="reparam",
+                                   why=f"shares a parameter with {others}, which cannot run "
+                                       f"{estimator}")
 
 
-def _rule(estimator, block, weight, others=()):
-    """The rule and why for one layer under one estimator for all; ``others``: the other
-    layers that hold its weight."""
+def _rule(estimator, block, weight):
+    """The rule and why for one layer under one estimator for all."""
     if estimator == "reparam":
         return "reparam", ""
     if weight is None:
         return "reparam", "its weight has no posterior"
     if type(block) is nn.Dense:
-        if estimator == "local" and others:
-            return "flipout", f"its weight is shared with {', '.join(others)}: one weight " \
-                              "for every use"
         if estimator == "local" and not _private.dense_settings(block)[1]:
             return "flipout", "flatten=False: one weight at every position"
         return estimator, ""
@@ -192,7 +197,7 @@ def _rule(estimator, block, weight, others=()):
     return "reparam", f"no {estimator} estimator for {type(block).__name__}"
 
 
-def _asked(rule, name, block, weight, others=()):
+def _asked(rule, name, block, weight):
     """The rule a dict asked for one layer, refused where it cannot run."""
     if rule == "reparam":
         return rule, ""
@@ -201,10 +206,6 @@ def _asked(rule, name, block, weight, others=()):
                          f"({type(block).__name__}"
                          f"{', whose weight has no posterior' if weight is None else ''}): "
                          "it runs on Dense and Conv1D/2D/3D layers")
-    if rule == "local" and others:
-        raise ValueError(f"estimator 'local' cannot run on layer {name!r}: its weight is "
-                         f"shared with {', '.join(others)}, and a draw per use would untie "
-                         "it; give these layers 'flipout'")
     per_position = rule == "local" and (type(block) in _CONV_LAYERS or
                                         not _private.dense_settings(block)[1])
     return rule, "per position (asked for): a different model" if per_position else ""
