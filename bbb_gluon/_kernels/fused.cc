@@ -8,7 +8,7 @@
 //
 // Ops (all float32, flat 1-D arrays of one length n):
 //   bbb_normal(like)                  -> eps       attrs seed, stream, counter, layer
-//                                    (signs=1: +1/-1 by the sign of each draw)
+//                                    (signs=1: +1/-1, one bit of the hash each)
 //   bbb_sample(mu, rho, eps)         -> w         w = mu + softplus(rho) * eps
 //   bbb_draw(mu, rho)                -> eps, w[, aux]   aux=1: sigma * eps, aux=2: sigma^2
 //   bbb_grad(gw, w, eps, mu, rho[, g2][, guard]) -> gmu, grho   attrs kind, scale, prior
@@ -19,6 +19,8 @@
 //                                    (value=1: a[0] in place of 0)
 //   bbb_draw_layers, bbb_update_layers: bbb_draw / bbb_update on every layer in one call
 //   bbb_lrt_combine(mean, var, zeta) -> act(mean + sqrt(var + floor) * zeta), with backward
+//   bbb_flip(x, s) -> x * s;  bbb_flipout_combine(mean, z, r) -> act(mean + z * r), with
+//                                    backward; s and r compact, one per (example, channel)
 #include <cmath>
 #include <algorithm>
 #include <cstdint>
@@ -155,6 +157,19 @@ MXReturnValue normal_forward(const Attrs& attrs, std::vector<MXTensor>* inputs,
   const int64_t n = (*outputs)[0].size();
   const uint64_t key = mix64(mix64(mix64(mix64(attr_u(attrs, "seed")) ^ attr_u(attrs, "stream")) ^
                                    attr_u(attrs, "counter")) ^ attr_u(attrs, "layer"));
+  if (attr_u(attrs, "signs") != 0) {
+    // Flipout's random signs, +1/-1 evenly: the 64 bits of one hash give 64 of them (a
+    // normal draw per sign, as before, cost ten times as much).
+    const int64_t blocks = (n + 63) / 64;
+#pragma omp parallel for schedule(static) num_threads(threads_for(n))
+    for (int64_t b = 0; b < blocks; ++b) {
+      const uint64_t h = mix64(key + static_cast<uint64_t>(b));
+      const int64_t end = std::min<int64_t>(64, n - 64 * b);
+#pragma omp simd
+      for (int64_t k = 0; k < end; ++k) eps[64 * b + k] = (h >> k) & 1ULL ? 1.f : -1.f;
+    }
+    return MX_SUCCESS;
+  }
   // Pair j fills eps[j] and eps[j + half]: contiguous stores, so the loop vectorises.
   const int64_t half = n / 2;
 #pragma omp parallel for simd schedule(static) num_threads(threads_for(n))
@@ -163,10 +178,6 @@ MXReturnValue normal_forward(const Attrs& attrs, std::vector<MXTensor>* inputs,
   if (n % 2) {
     float unused;
     normal_pair(mix64(key + static_cast<uint64_t>(half)), &eps[n - 1], &unused);
-  }
-  if (attr_u(attrs, "signs") != 0) {  // Flipout's random signs: symmetric, so +1/-1 evenly
-#pragma omp parallel for simd schedule(static) num_threads(threads_for(n))
-    for (int64_t i = 0; i < n; ++i) eps[i] = eps[i] >= 0.f ? 1.f : -1.f;
   }
   return MX_SUCCESS;
 }
@@ -235,6 +246,119 @@ MXReturnValue lrt_combine_backward(const Attrs& attrs, std::vector<MXTensor>* in
     d_mean[i] = gi;
     d_var[i] = gi * zeta[i] * (0.5f / sd);
     d_zeta[i] = gi * sd;
+  }
+  return MX_SUCCESS;
+}
+
+// ---- bbb_flip, bbb_flipout_combine: Flipout's elementwise steps, for training ---------
+// The signs come compact, one per (example, channel), and apply to `inner` consecutive
+// elements of the full array (inner = n / number of signs: 1 for a Dense layer, H * W
+// for an NCHW convolution). MXNet's way, broadcast_to and then an elementwise operator,
+// costs a copy and a pass each, and the broadcast operators' backward reduces on one
+// thread. Same arithmetic in the same order as those operators.
+// 0 where the full array's size is not a multiple of the signs' (the operator fails).
+inline int64_t inner_of(const std::vector<MXTensor>& in, int full, int compact) {
+  const int64_t n = in[full].size(), rows = in[compact].size();
+  return rows > 0 && n % rows == 0 ? n / rows : 0;
+}
+
+// bbb_flip(x, s) = x * s. Backward: d x = g * s, d s = the sum of g * x over each sign's
+// elements (the signs are constants in training, but the gradient is the true one).
+MXReturnValue flip_forward(const Attrs&, std::vector<MXTensor>* inputs,
+                           std::vector<MXTensor>* outputs, const OpResource&) {
+  const float* x = (*inputs)[0].data<float>();
+  const float* s = (*inputs)[1].data<float>();
+  float* out = (*outputs)[0].data<float>();
+  const int64_t rows = (*inputs)[1].size(), inner = inner_of(*inputs, 0, 1);
+  if (inner == 0) return MX_FAIL;
+  if (inner == 1) {
+#pragma omp parallel for simd schedule(static) num_threads(threads_for(rows))
+    for (int64_t i = 0; i < rows; ++i) out[i] = x[i] * s[i];
+    return MX_SUCCESS;
+  }
+#pragma omp parallel for schedule(static) num_threads(threads_for(rows * inner))
+  for (int64_t j = 0; j < rows; ++j) {
+    const float sj = s[j];
+#pragma omp simd
+    for (int64_t k = j * inner; k < (j + 1) * inner; ++k) out[k] = x[k] * sj;
+  }
+  return MX_SUCCESS;
+}
+
+// Inputs: the output's gradient, x, s; outputs: d x, d s.
+MXReturnValue flip_backward(const Attrs&, std::vector<MXTensor>* inputs,
+                            std::vector<MXTensor>* outputs, const OpResource&) {
+  const float* g = (*inputs)[0].data<float>();
+  const float* x = (*inputs)[1].data<float>();
+  const float* s = (*inputs)[2].data<float>();
+  float* d_x = (*outputs)[0].data<float>();
+  float* d_s = (*outputs)[1].data<float>();
+  const int64_t rows = (*inputs)[2].size(), inner = inner_of(*inputs, 1, 2);
+  if (inner == 0) return MX_FAIL;
+#pragma omp parallel for schedule(static) num_threads(threads_for(rows * inner))
+  for (int64_t j = 0; j < rows; ++j) {
+    const float sj = s[j];
+    float acc = 0.f;
+#pragma omp simd reduction(+ : acc)
+    for (int64_t k = j * inner; k < (j + 1) * inner; ++k) {
+      d_x[k] = g[k] * sj;
+      acc += g[k] * x[k];
+    }
+    d_s[j] = acc;
+  }
+  return MX_SUCCESS;
+}
+
+// bbb_flipout_combine(mean, z, r) = mean + z * r, then relu where relu=1: Flipout's
+// output side in one pass where MXNet's operators take three (multiply, add, relu).
+// Backward: d mean = g * [out > 0], d z = g * [out > 0] * r, d r = the sum of
+// g * [out > 0] * z over each sign's elements; the mask recomputed from the inputs.
+MXReturnValue flipout_combine_forward(const Attrs& attrs, std::vector<MXTensor>* inputs,
+                                      std::vector<MXTensor>* outputs, const OpResource&) {
+  const float* mean = (*inputs)[0].data<float>();
+  const float* z = (*inputs)[1].data<float>();
+  const float* r = (*inputs)[2].data<float>();
+  float* out = (*outputs)[0].data<float>();
+  const int64_t rows = (*inputs)[2].size(), inner = inner_of(*inputs, 0, 2);
+  if (inner == 0) return MX_FAIL;
+  const bool relu = attr_u(attrs, "relu") != 0;
+#pragma omp parallel for schedule(static) num_threads(threads_for(rows * inner))
+  for (int64_t j = 0; j < rows; ++j) {
+    const float rj = r[j];
+#pragma omp simd
+    for (int64_t k = j * inner; k < (j + 1) * inner; ++k) {
+      const float x = mean[k] + z[k] * rj;
+      out[k] = relu ? std::fmax(x, 0.f) : x;
+    }
+  }
+  return MX_SUCCESS;
+}
+
+// Inputs: the output's gradient, mean, z, r; outputs: d mean, d z, d r.
+MXReturnValue flipout_combine_backward(const Attrs& attrs, std::vector<MXTensor>* inputs,
+                                       std::vector<MXTensor>* outputs, const OpResource&) {
+  const float* g = (*inputs)[0].data<float>();
+  const float* mean = (*inputs)[1].data<float>();
+  const float* z = (*inputs)[2].data<float>();
+  const float* r = (*inputs)[3].data<float>();
+  float* d_mean = (*outputs)[0].data<float>();
+  float* d_z = (*outputs)[1].data<float>();
+  float* d_r = (*outputs)[2].data<float>();
+  const int64_t rows = (*inputs)[3].size(), inner = inner_of(*inputs, 1, 3);
+  if (inner == 0) return MX_FAIL;
+  const bool relu = attr_u(attrs, "relu") != 0;
+#pragma omp parallel for schedule(static) num_threads(threads_for(rows * inner))
+  for (int64_t j = 0; j < rows; ++j) {
+    const float rj = r[j];
+    float acc = 0.f;
+#pragma omp simd reduction(+ : acc)
+    for (int64_t k = j * inner; k < (j + 1) * inner; ++k) {
+      const float gk = relu && !(mean[k] + z[k] * rj > 0.f) ? 0.f : g[k];
+      d_mean[k] = gk;
+      d_z[k] = gk * rj;
+      acc += gk * z[k];
+    }
+    d_r[j] = acc;
   }
   return MX_SUCCESS;
 }
@@ -793,6 +917,10 @@ MXReturnValue parse_draw(const Attrs& a, int* i, int* o) {
 }
 MXReturnValue parse_lrt(const Attrs& a, int* i, int* o) { return parse_n(a, i, o, 2, 1); }
 MXReturnValue parse_lrt_combine(const Attrs& a, int* i, int* o) { return parse_n(a, i, o, 3, 1); }
+MXReturnValue parse_flip(const Attrs& a, int* i, int* o) { return parse_n(a, i, o, 2, 1); }
+MXReturnValue parse_flipout_combine(const Attrs& a, int* i, int* o) {
+  return parse_n(a, i, o, 3, 1);
+}
 MXReturnValue parse_threads(const Attrs& a, int* i, int* o) { return parse_n(a, i, o, 1, 1); }
 MXReturnValue parse_normal(const Attrs& a, int* i, int* o) { return parse_n(a, i, o, 1, 1); }
 MXReturnValue parse_sample(const Attrs& a, int* i, int* o) { return parse_n(a, i, o, 3, 1); }
@@ -832,6 +960,18 @@ REGISTER_OP(bbb_lrt_combine)
     .setForward(lrt_combine_forward, "cpu")
     .setBackward(lrt_combine_backward, "cpu")
     .setParseAttrs(parse_lrt_combine)
+    .setInferType(all_float32)
+    .setInferShape(same_shape);
+REGISTER_OP(bbb_flip)
+    .setForward(flip_forward, "cpu")
+    .setBackward(flip_backward, "cpu")
+    .setParseAttrs(parse_flip)
+    .setInferType(all_float32)
+    .setInferShape(same_shape);
+REGISTER_OP(bbb_flipout_combine)
+    .setForward(flipout_combine_forward, "cpu")
+    .setBackward(flipout_combine_backward, "cpu")
+    .setParseAttrs(parse_flipout_combine)
     .setInferType(all_float32)
     .setInferShape(same_shape);
 REGISTER_OP(bbb_threads)

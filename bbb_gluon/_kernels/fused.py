@@ -4,11 +4,12 @@ MXNet 1.9.1 runs most elementwise operators on one thread, one pass over memory 
 Bayes-by-Backprop step built from them needs some twenty passes over every weight, and
 ``nd.random.normal`` alone costs more than four plain training steps (see
 ``docs/benchmarks.md``). ``_kernels/fused.cc`` does the same arithmetic in OpenMP-parallel,
-vectorised loops behind twelve operators, and MXNet loads it as an operator library
+vectorised loops behind fourteen operators, and MXNet loads it as an operator library
 (``mx.library.load``):
 
 - ``bbb_normal``: N(0, 1) noise by Box-Muller from a counter-based hash of
-  ``(seed, stream, counter, layer)``, so it is reproducible and resumable;
+  ``(seed, stream, counter, layer)``, so it is reproducible and resumable (or, with
+  ``signs=1``, Flipout's random signs, 64 from each hash);
 - ``bbb_sample``: :math:`w = \\mu + \\mathrm{softplus}(\\rho)\\,\\epsilon`;
 - ``bbb_draw``: both in one call (the same numbers), as the training step uses them;
 - ``bbb_grad``: the gradients with respect to :math:`\\mu` and :math:`\\rho` of the
@@ -21,6 +22,10 @@ vectorised loops behind twelve operators, and MXNet loads it as an operator libr
 - ``bbb_lrt_combine``: the local reparameterisation's last step in training,
   act(mean + sqrt(var + floor) * zeta), with its backward (MXNet's operators take five
   passes and five more backward);
+- ``bbb_flip``, ``bbb_flipout_combine``: Flipout's two elementwise steps in training,
+  x * s and act(mean + z * r), with the signs compact (one per example and channel, as
+  they are drawn) and their backward (MXNet's way broadcasts the signs first, and its
+  broadcast operators' backward reduces on one thread);
 - ``bbb_update``: ``bbb_grad`` and the optimiser's update (Adam, or SGD with or without
   momentum) in the same pass, on the Trainer's own state, so one call per layer replaces the
   gradient kernel and ``Trainer.step``;

@@ -219,6 +219,15 @@ def _spread(signs, shape):
         return signs.broadcast_to(shape)
 
 
+def _leading(compact, shape):
+    """Whether ``compact`` broadcasts to ``shape`` over trailing axes only (Dense, NCHW),
+    so that each of its elements covers consecutive elements of the full array."""
+    compact = list(compact)
+    while len(compact) > 1 and compact[-1] == 1:
+        compact.pop()
+    return tuple(compact) == tuple(shape[:len(compact)])
+
+
 def _channel_shape(ndim, axis, size, batch):
     shape = [1] * ndim
     shape[0], shape[axis] = batch, size
@@ -283,10 +292,26 @@ class _Layer:
             out = mx.nd.elemwise_add(mean, mx.nd.elemwise_mul(mx.nd.sqrt(var + VARIANCE_FLOOR),
                                                              zeta))
         else:
-            out = mx.nd.elemwise_add(mean, self._flipout(x, mean.shape))
+            x, s, r = self._signs(x, mean.shape)
+            if self.fused and mean.context.device_type == "cpu" and _leading(s.shape, x.shape) \
+                    and _leading(r.shape, mean.shape):
+                # The fused engine's passes: the signs stay compact, and the output side
+                # (multiply, add, relu) is one operator.
+                relu = act is not None and _private.act_type(act) == "relu"
+                z = self.linear(mx.nd.bbb_flip(x, s), self.dw, self.db)
+                out = mx.nd.bbb_flipout_combine(mean, z, r, relu=int(relu))
+                return out if relu or act is None else act(out)
+            # The bias perturbation goes in as the operator's bias, and the signs as full
+            # arrays into elementwise operators: NDArray's * and + are MXNet's broadcast
+            # ones, whose backward reduces, single-threaded (it took longer than the
+            # convolutions' on LeNet).
+            z = self.linear(mx.nd.elemwise_mul(x, _spread(s, x.shape)), self.dw, self.db)
+            out = mx.nd.elemwise_add(mean, mx.nd.elemwise_mul(z, _spread(r, mean.shape)))
         return act(out) if act is not None else out
 
-    def _flipout(self, x, out_shape):
+    def _signs(self, x, out_shape):
+        """``(x, s, r)``: the input (flattened where the layer flattens it) and this
+        step's input and output signs, compact: one per example and channel."""
         batch = x.shape[0]
         if self.channel_axis is None:  # Dense: signs along the last axis (after flatten)
             if self.flatten:
@@ -297,13 +322,8 @@ class _Layer:
             axis = self.channel_axis
             s_shape = _channel_shape(x.ndim, axis, x.shape[axis], batch)
             r_shape = _channel_shape(len(out_shape), axis, out_shape[axis], batch)
-        s = _spread(self.noise(self.tag + 1, s_shape, True), x.shape)
-        r = _spread(self.noise(self.tag + 2, r_shape, True), out_shape)
-        # The bias perturbation goes in as the operator's bias, and the signs as full
-        # arrays into elementwise operators: NDArray's * and + are MXNet's broadcast ones,
-        # whose backward reduces, single-threaded (it took longer than the convolutions'
-        # on LeNet).
-        return mx.nd.elemwise_mul(self.linear(mx.nd.elemwise_mul(x, s), self.dw, self.db), r)
+        return (x, self.noise(self.tag + 1, s_shape, True),
+                self.noise(self.tag + 2, r_shape, True))
 
 
 def sample_noise(posterior, ctx, stream):

@@ -243,6 +243,28 @@ def test_bbb_normal_is_standard_normal_and_reproducible():
         assert abs(np.corrcoef(a, c)[0, 1]) < 0.01, key
 
 
+@pytest.mark.parametrize("n", [400_001, 63, 1])
+def test_bbb_normals_signs_are_fair_independent_coins_and_reproducible(n):
+    """Flipout's signs (signs=1): +1 or -1 only, half each, no pattern between
+    neighbours or between the 64-sign blocks one hash fills, the same for the same key
+    and independent of the next key's."""
+    like = mx.nd.zeros((n,))
+    key = {"seed": 3, "stream": 0, "counter": 5, "layer": 1, "signs": 1}
+    a = mx.nd.bbb_normal(like, **key).asnumpy()
+    np.testing.assert_array_equal(a, mx.nd.bbb_normal(like, **key).asnumpy())
+    assert set(np.unique(a)) <= {-1.0, 1.0}
+    if n < 1000:
+        return
+    assert abs(a.mean()) < 5 / math.sqrt(n)
+    for lag in (1, 2, 63, 64, 65):  # within a hash, across hashes, a block apart
+        assert abs(np.mean(a[lag:] * a[:-lag])) < 5 / math.sqrt(n), lag
+    bits = a[:n - n % 64].reshape(-1, 64)
+    assert abs(bits.mean(axis=0)).max() < 5 / math.sqrt(len(bits))  # each bit position fair
+    for change in ({"counter": 6}, {"layer": 2}):
+        c = mx.nd.bbb_normal(like, **{**key, **change}).asnumpy()
+        assert abs(np.mean(a * c)) < 5 / math.sqrt(n), change
+
+
 def test_bbb_sample_matches_float64_reference_and_is_finite_for_extreme_rho():
     rng = np.random.default_rng(0)
     rho = np.concatenate([np.linspace(-30, 30, 2001), rng.uniform(-10, 2, 1000)])
@@ -621,6 +643,49 @@ def test_bbb_lrt_combine_is_mxnets_five_operators_forward_and_backward(relu):
         np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
     if relu:
         assert (got[0][0] == 0).any() and (got[0][1] == 0).any()
+
+
+@pytest.mark.parametrize("relu", [0, 1])
+@pytest.mark.parametrize("shape, compact", [((64, 50), (64, 50)),  # Dense: one per element
+                                            ((8, 3, 5, 4), (8, 3, 1, 1))])  # NCHW channels
+def test_flipouts_two_passes_are_mxnets_broadcast_operators_forward_and_backward(
+        shape, compact, relu):
+    """bbb_flip(x, s) = x * s and bbb_flipout_combine(mean, z, r) = act(mean + z * r) with
+    compact signs broadcast over the trailing axes, and every input's gradient, as MXNet's
+    broadcast operators give them (the same arithmetic: to the bit forward)."""
+    rng = np.random.default_rng(5)
+    x, mean, z, g = (mx.nd.array(rng.normal(size=shape).astype(np.float32)) for _ in range(4))
+    s, r = (mx.nd.array(rng.choice([-1.0, 1.0], size=compact).astype(np.float32))
+            for _ in range(2))
+    got = []
+    for fused in (True, False):
+        ins = [a.copy() for a in (x, s, mean, z, r)]
+        for a in ins:
+            a.attach_grad()
+        xi, si, mi, zi, ri = ins
+        with mx.autograd.record():
+            if fused:
+                flipped = mx.nd.bbb_flip(xi, si.reshape((-1,)))
+                out = mx.nd.bbb_flipout_combine(mi, zi, ri.reshape((-1,)), relu=relu)
+            else:
+                flipped = mx.nd.broadcast_mul(xi, si)
+                out = mx.nd.broadcast_add(mi, mx.nd.broadcast_mul(zi, ri))
+                out = mx.nd.relu(out) if relu else out
+        mx.autograd.backward([flipped, out], [g, g])
+        got.append([flipped.asnumpy(), out.asnumpy()] + [a.grad.asnumpy() for a in ins])
+    for k, (a, b) in enumerate(zip(*got, strict=True)):
+        if k < 2:
+            np.testing.assert_array_equal(a, b)
+        else:
+            np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-5)
+    assert (got[0][3] != 0).all()  # the signs' gradient is the sum, not left out
+    if relu:
+        assert (got[0][1] == 0).any() and (got[0][4] == 0).any()
+
+
+def test_flipouts_passes_refuse_signs_that_do_not_divide_the_array():
+    with pytest.raises(mx.base.MXNetError):
+        mx.nd.bbb_flip(mx.nd.ones((4, 3)), mx.nd.ones((5,))).wait_to_read()
 
 
 def test_the_layers_kernels_refuse_lists_that_do_not_hold_one_entry_per_layer():
