@@ -12,7 +12,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 WORDS = {w: i for i, w in enumerate("zero one two three four five six seven eight nine ten "
-                                    "eleven twelve".split())}
+                                    "eleven twelve thirteen fourteen fifteen sixteen".split())}
 
 
 def text(path):
