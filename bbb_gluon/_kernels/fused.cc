@@ -6,7 +6,7 @@
 // the gradient (or the value) of the complexity cost by hand. bbb_gluon/_kernels/fused.py builds this
 // file on first use and falls back to plain MXNet operators when it cannot.
 //
-// Ops (all float32, flat 1-D arrays of one length n):
+// Ops (all float32; flat 1-D arrays of one length n unless said):
 //   bbb_normal(like)                  -> eps       attrs seed, stream, counter, layer
 //                                    (signs=1: +1/-1, one bit of the hash each)
 //   bbb_sample(mu, rho, eps)         -> w         w = mu + softplus(rho) * eps
@@ -20,7 +20,8 @@
 //   bbb_draw_layers, bbb_update_layers: bbb_draw / bbb_update on every layer in one call
 //   bbb_lrt_combine(mean, var, zeta) -> act(mean + sqrt(var + floor) * zeta), with backward
 //   bbb_flip(x, s) -> x * s;  bbb_flipout_combine(mean, z, r) -> act(mean + z * r), with
-//                                    backward; s and r compact, one per (example, channel)
+//                                    backward; any shape, s and r compact: one per
+//                                    (example, channel), see signs_shape
 #include <cmath>
 #include <algorithm>
 #include <cstdint>
@@ -138,6 +139,22 @@ MXReturnValue same_shape(const Attrs&, std::vector<std::vector<unsigned int>>* i
   return MX_SUCCESS;
 }
 
+// bbb_flip and bbb_flipout_combine: the signs (the last input) without their trailing 1s
+// are the leading axes of the full array (the first input), so that each sign covers
+// consecutive elements of it (Dense, NCHW); bbb_flipout_combine's z has mean's shape.
+MXReturnValue signs_shape(const Attrs&, std::vector<std::vector<unsigned int>>* in_shapes,
+                          std::vector<std::vector<unsigned int>>* out_shapes) {
+  const auto& full = in_shapes->front();
+  const auto& signs = in_shapes->back();
+  if (in_shapes->size() == 3 && (*in_shapes)[1] != full) return MX_FAIL;
+  size_t axes = signs.size();
+  while (axes > 1 && signs[axes - 1] == 1) --axes;
+  if (axes > full.size() || !std::equal(signs.begin(), signs.begin() + axes, full.begin()))
+    return MX_FAIL;
+  (*out_shapes)[0] = full;
+  return MX_SUCCESS;
+}
+
 MXReturnValue three_shape(const Attrs&, std::vector<std::vector<unsigned int>>*,
                           std::vector<std::vector<unsigned int>>* out_shapes) {
   (*out_shapes)[0] = {3};
@@ -159,7 +176,7 @@ MXReturnValue normal_forward(const Attrs& attrs, std::vector<MXTensor>* inputs,
                                    attr_u(attrs, "counter")) ^ attr_u(attrs, "layer"));
   if (attr_u(attrs, "signs") != 0) {
     // Flipout's random signs, +1/-1 evenly: the 64 bits of one hash give 64 of them (a
-    // normal draw per sign, as before, cost ten times as much).
+    // normal draw per sign, as before, needs a hash, a log, a root and a cosine per pair).
     const int64_t blocks = (n + 63) / 64;
 #pragma omp parallel for schedule(static) num_threads(threads_for(n))
     for (int64_t b = 0; b < blocks; ++b) {
@@ -253,9 +270,13 @@ MXReturnValue lrt_combine_backward(const Attrs& attrs, std::vector<MXTensor>* in
 // ---- bbb_flip, bbb_flipout_combine: Flipout's elementwise steps, for training ---------
 // The signs come compact, one per (example, channel), and apply to `inner` consecutive
 // elements of the full array (inner = n / number of signs: 1 for a Dense layer, H * W
-// for an NCHW convolution). MXNet's way, broadcast_to and then an elementwise operator,
-// costs a copy and a pass each, and the broadcast operators' backward reduces on one
-// thread. Same arithmetic in the same order as those operators.
+// for an NCHW convolution; signs_shape checks the layout). MXNet's way, broadcast_to and
+// then an elementwise operator, costs a copy and a pass each, and the broadcast operators'
+// backward reduces on one thread. The forward is MXNet's arithmetic in MXNet's order; the
+// signs' gradient (a sum per sign, reordered by the vectorised reduction) is computed
+// although training never asks for it (the signs are constants): it costs one more read
+// of x or z, and an operator that returned zeros there would be wrong for anyone else.
+// Each loop has a flat variant for inner = 1, where a loop per sign would run one element.
 // 0 where the full array's size is not a multiple of the signs' (the operator fails).
 inline int64_t inner_of(const std::vector<MXTensor>& in, int full, int compact) {
   const int64_t n = in[full].size(), rows = in[compact].size();
@@ -263,7 +284,7 @@ inline int64_t inner_of(const std::vector<MXTensor>& in, int full, int compact) 
 }
 
 // bbb_flip(x, s) = x * s. Backward: d x = g * s, d s = the sum of g * x over each sign's
-// elements (the signs are constants in training, but the gradient is the true one).
+// elements.
 MXReturnValue flip_forward(const Attrs&, std::vector<MXTensor>* inputs,
                            std::vector<MXTensor>* outputs, const OpResource&) {
   const float* x = (*inputs)[0].data<float>();
@@ -295,6 +316,14 @@ MXReturnValue flip_backward(const Attrs&, std::vector<MXTensor>* inputs,
   float* d_s = (*outputs)[1].data<float>();
   const int64_t rows = (*inputs)[2].size(), inner = inner_of(*inputs, 1, 2);
   if (inner == 0) return MX_FAIL;
+  if (inner == 1) {
+#pragma omp parallel for simd schedule(static) num_threads(threads_for(rows))
+    for (int64_t i = 0; i < rows; ++i) {
+      d_x[i] = g[i] * s[i];
+      d_s[i] = g[i] * x[i];
+    }
+    return MX_SUCCESS;
+  }
 #pragma omp parallel for schedule(static) num_threads(threads_for(rows * inner))
   for (int64_t j = 0; j < rows; ++j) {
     const float sj = s[j];
@@ -322,6 +351,14 @@ MXReturnValue flipout_combine_forward(const Attrs& attrs, std::vector<MXTensor>*
   const int64_t rows = (*inputs)[2].size(), inner = inner_of(*inputs, 0, 2);
   if (inner == 0) return MX_FAIL;
   const bool relu = attr_u(attrs, "relu") != 0;
+  if (inner == 1) {
+#pragma omp parallel for simd schedule(static) num_threads(threads_for(rows))
+    for (int64_t i = 0; i < rows; ++i) {
+      const float x = mean[i] + z[i] * r[i];
+      out[i] = relu ? std::fmax(x, 0.f) : x;
+    }
+    return MX_SUCCESS;
+  }
 #pragma omp parallel for schedule(static) num_threads(threads_for(rows * inner))
   for (int64_t j = 0; j < rows; ++j) {
     const float rj = r[j];
@@ -347,6 +384,16 @@ MXReturnValue flipout_combine_backward(const Attrs& attrs, std::vector<MXTensor>
   const int64_t rows = (*inputs)[3].size(), inner = inner_of(*inputs, 1, 3);
   if (inner == 0) return MX_FAIL;
   const bool relu = attr_u(attrs, "relu") != 0;
+  if (inner == 1) {
+#pragma omp parallel for simd schedule(static) num_threads(threads_for(rows))
+    for (int64_t i = 0; i < rows; ++i) {
+      const float gi = relu && !(mean[i] + z[i] * r[i] > 0.f) ? 0.f : g[i];
+      d_mean[i] = gi;
+      d_z[i] = gi * r[i];
+      d_r[i] = gi * z[i];
+    }
+    return MX_SUCCESS;
+  }
 #pragma omp parallel for schedule(static) num_threads(threads_for(rows * inner))
   for (int64_t j = 0; j < rows; ++j) {
     const float rj = r[j];
@@ -967,13 +1014,13 @@ REGISTER_OP(bbb_flip)
     .setBackward(flip_backward, "cpu")
     .setParseAttrs(parse_flip)
     .setInferType(all_float32)
-    .setInferShape(same_shape);
+    .setInferShape(signs_shape);
 REGISTER_OP(bbb_flipout_combine)
     .setForward(flipout_combine_forward, "cpu")
     .setBackward(flipout_combine_backward, "cpu")
     .setParseAttrs(parse_flipout_combine)
     .setInferType(all_float32)
-    .setInferShape(same_shape);
+    .setInferShape(signs_shape);
 REGISTER_OP(bbb_threads)
     .setForward(threads_forward, "cpu")
     .setParseAttrs(parse_threads)

@@ -253,6 +253,8 @@ def test_bbb_normals_signs_are_fair_independent_coins_and_reproducible(n):
     a = mx.nd.bbb_normal(like, **key).asnumpy()
     np.testing.assert_array_equal(a, mx.nd.bbb_normal(like, **key).asnumpy())
     assert set(np.unique(a)) <= {-1.0, 1.0}
+    longer = mx.nd.bbb_normal(mx.nd.zeros((400_001,)), **key).asnumpy()
+    np.testing.assert_array_equal(a, longer[:n])  # a short last block: the same first bits
     if n < 1000:
         return
     assert abs(a.mean()) < 5 / math.sqrt(n)
@@ -646,8 +648,11 @@ def test_bbb_lrt_combine_is_mxnets_five_operators_forward_and_backward(relu):
 
 
 @pytest.mark.parametrize("relu", [0, 1])
-@pytest.mark.parametrize("shape, compact", [((64, 50), (64, 50)),  # Dense: one per element
-                                            ((8, 3, 5, 4), (8, 3, 1, 1))])  # NCHW channels
+@pytest.mark.parametrize("shape, compact", [
+    ((64, 50), (64, 50)),  # Dense: a sign per element
+    ((8, 3, 5, 4), (8, 3, 1, 1)),  # NCHW: per (example, channel)
+    ((256, 400), (256, 400)),  # large enough for the threaded loops
+    ((128, 6, 12, 12), (128, 6, 1, 1))])
 def test_flipouts_two_passes_are_mxnets_broadcast_operators_forward_and_backward(
         shape, compact, relu):
     """bbb_flip(x, s) = x * s and bbb_flipout_combine(mean, z, r) = act(mean + z * r) with
@@ -665,8 +670,8 @@ def test_flipouts_two_passes_are_mxnets_broadcast_operators_forward_and_backward
         xi, si, mi, zi, ri = ins
         with mx.autograd.record():
             if fused:
-                flipped = mx.nd.bbb_flip(xi, si.reshape((-1,)))
-                out = mx.nd.bbb_flipout_combine(mi, zi, ri.reshape((-1,)), relu=relu)
+                flipped = mx.nd.bbb_flip(xi, si)
+                out = mx.nd.bbb_flipout_combine(mi, zi, ri, relu=relu)
             else:
                 flipped = mx.nd.broadcast_mul(xi, si)
                 out = mx.nd.broadcast_add(mi, mx.nd.broadcast_mul(zi, ri))
@@ -676,16 +681,30 @@ def test_flipouts_two_passes_are_mxnets_broadcast_operators_forward_and_backward
     for k, (a, b) in enumerate(zip(*got, strict=True)):
         if k < 2:
             np.testing.assert_array_equal(a, b)
-        else:
+        else:  # the signs' gradients are sums, in another order
             np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-5)
     assert (got[0][3] != 0).all()  # the signs' gradient is the sum, not left out
     if relu:
         assert (got[0][1] == 0).any() and (got[0][4] == 0).any()
 
 
-def test_flipouts_passes_refuse_signs_that_do_not_divide_the_array():
+@pytest.mark.parametrize("full, signs", [
+    ((4, 3), (5,)),  # does not divide
+    ((4, 2, 3), (4, 3)),  # divides, but the signs would run along the wrong axis
+    ((4, 5, 5, 3), (4, 1, 1, 3)),  # NHWC: not leading axes
+    ((4, 3), (12,))])  # the right count, flattened: refused as a layout
+def test_flipouts_passes_refuse_signs_that_do_not_cover_leading_axes(full, signs):
     with pytest.raises(mx.base.MXNetError):
-        mx.nd.bbb_flip(mx.nd.ones((4, 3)), mx.nd.ones((5,))).wait_to_read()
+        mx.nd.bbb_flip(mx.nd.ones(full), mx.nd.ones(signs)).wait_to_read()
+    with pytest.raises(mx.base.MXNetError):
+        mx.nd.bbb_flipout_combine(mx.nd.ones(full), mx.nd.ones(full),
+                                  mx.nd.ones(signs)).wait_to_read()
+
+
+def test_flipout_combine_refuses_a_z_that_is_not_the_means_shape():
+    with pytest.raises(mx.base.MXNetError):
+        mx.nd.bbb_flipout_combine(mx.nd.ones((4, 3)), mx.nd.ones((4, 2)),
+                                  mx.nd.ones((4, 3))).wait_to_read()
 
 
 def test_the_layers_kernels_refuse_lists_that_do_not_hold_one_entry_per_layer():

@@ -21,7 +21,7 @@ from bbb_gluon import (
 )
 from bbb_gluon._kernels import private
 from bbb_gluon.core import step as step_module
-from bbb_gluon.core.estimators import VARIANCE_FLOOR, key_modes, perturbed, plan
+from bbb_gluon.core.estimators import VARIANCE_FLOOR, _leading, key_modes, perturbed, plan
 from bbb_gluon.training import TrainConfig
 
 CTX = mx.cpu(1)  # a context that is not the default catches a hard-coded one
@@ -500,17 +500,13 @@ def test_a_shared_weight_is_one_key_and_each_example_sees_one_weight_in_every_us
                                    rtol=1e-5, atol=1e-5)
 
 
-@pytest.mark.usefixtures("fused_kernels")
-@pytest.mark.parametrize("estimator", ["reparam", "local", "flipout"])
-def test_a_tied_network_trains_on_both_engines_alike(estimator):
-    """The gradient of a shared weight gathers both uses on the fused engine as under
-    autograd: two steps on the same noise move mu and rho alike."""
+def two_steps_on_each_engine(make_net, X, y, estimator):
+    """mu and rho after two Adam steps on the same noise, on the reference engine and on
+    the fused one."""
     results = []
     for engine in ("reference", "fused"):
-        net = tied()
+        net = make_net()
         rng = np.random.default_rng(0)
-        X = mx.nd.array(rng.normal(size=(8, 5)), ctx=CTX)
-        y = mx.nd.array(rng.integers(0, 3, size=8), ctx=CTX)
         post = posterior_of(net, X, rho=-3.0)
         loss = BBBLoss(GaussianPrior(1.0), num_batches=4)
         trainer = gluon.Trainer(trainable_params(net, post, loss), "adam",
@@ -526,8 +522,60 @@ def test_a_tied_network_trains_on_both_engines_alike(estimator):
                           zip(np.split(flat, cuts), post.shapes, strict=True)], fixed_extra)]]
             step._step(X, y, i, True, None, eps=eps)
         results.append([a.asnumpy() for a in post.mu(CTX) + post.rho(CTX)])
-    for a, b in zip(*results, strict=True):
+    return results
+
+
+@pytest.mark.usefixtures("fused_kernels")
+@pytest.mark.parametrize("estimator", ["reparam", "local", "flipout"])
+def test_a_tied_network_trains_on_both_engines_alike(estimator):
+    """The gradient of a shared weight gathers both uses on the fused engine as under
+    autograd: two steps on the same noise move mu and rho alike."""
+    rng = np.random.default_rng(0)
+    X = mx.nd.array(rng.normal(size=(8, 5)), ctx=CTX)
+    y = mx.nd.array(rng.integers(0, 3, size=8), ctx=CTX)
+    reference, fused = two_steps_on_each_engine(tied, X, y, estimator)
+    for a, b in zip(reference, fused, strict=True):
         np.testing.assert_allclose(b, a, rtol=2e-4, atol=2e-5)
+
+
+def test_flipouts_compact_signs_cover_leading_axes_only():
+    """Where the fused engine may hand Flipout's signs to its operators as drawn: the
+    signs' shape without trailing 1s must be the full shape's leading axes."""
+    assert _leading((8, 16), (8, 16))  # Dense
+    assert _leading((8, 3, 1, 1), (8, 3, 5, 5))  # NCHW
+    assert _leading((1, 1, 1, 1), (1, 1, 5, 5))  # batch 1, one channel
+    assert not _leading((8, 1, 1, 3), (8, 5, 5, 3))  # NHWC: a sign every 3 elements
+    assert not _leading((8, 1, 16), (8, 7, 16))  # Dense(flatten=False) at 7 positions
+    assert _leading((8, 1, 16), (8, 1, 16))
+
+
+@pytest.mark.usefixtures("fused_kernels")
+def test_the_fused_engine_runs_flipouts_passes_where_the_layout_allows(monkeypatch):
+    """A convolution (NCHW), a Dense layer at 4 positions (flatten=False: the signs do
+    not cover leading axes, so MXNet's broadcast operators run) and a Dense layer: the
+    fused engine calls its two operators on the first and last only, and makes the
+    reference engine's updates."""
+    calls = []
+    real = mx.nd.bbb_flip
+
+    def counting(x, s, **kwargs):
+        calls.append(tuple(s.shape))
+        return real(x, s, **kwargs)
+    monkeypatch.setattr(mx.nd, "bbb_flip", counting, raising=False)
+
+    def make_net():
+        return build(nn.Conv2D(4, 1, in_channels=2, activation="relu"),  # (5, 4, 4, 4)
+                     nn.Dense(6, flatten=False, activation="relu", in_units=4),
+                     nn.Flatten(), nn.Dense(3, in_units=4 * 4 * 6))[0]
+    rng = np.random.default_rng(1)
+    X = mx.nd.array(rng.normal(size=(5, 2, 4, 4)), ctx=CTX)
+    y = mx.nd.array(rng.integers(0, 3, size=5), ctx=CTX)
+    reference, fused = two_steps_on_each_engine(make_net, X, y, "flipout")
+    for a, b in zip(reference, fused, strict=True):
+        np.testing.assert_allclose(b, a, rtol=2e-4, atol=2e-5)
+    # per step: the convolution's input signs per (example, channel), the last layer's
+    # per (example, input); none for the Dense layer at every position
+    assert calls == [(5, 2, 1, 1), (5, 96)] * 2
 
 
 def test_layers_sharing_a_weight_run_one_estimator_or_are_refused():
