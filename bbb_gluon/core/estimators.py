@@ -221,7 +221,9 @@ def _spread(signs, shape):
 
 def _leading(compact, shape):
     """Whether ``compact`` broadcasts to ``shape`` over trailing axes only (Dense, NCHW),
-    so that each of its elements covers consecutive elements of the full array."""
+    so that each of its elements covers consecutive elements of the full array: what the
+    fused Flipout operators take (their shape inference, ``signs_shape``, refuses the
+    rest)."""
     compact = list(compact)
     while len(compact) > 1 and compact[-1] == 1:
         compact.pop()
@@ -280,34 +282,34 @@ class _Layer:
         # bias where the posterior has none.
         mean = self.linear(x, weight, bias)
         act = self.block.act
+        # On the fused engine (CPU) the last step is one of its operators, relu included.
+        fused = self.fused and mean.context.device_type == "cpu"
+        relu = fused and act is not None and _private.act_type(act) == "relu"
         if self.rule.rule == "local":
             var = self.linear(mx.nd.square(x), self.var_w, self.var_b)
             zeta = self.noise(self.tag, mean.shape, False)
-            if self.fused and mean.context.device_type == "cpu":
-                # The fused engine's one pass for these five operators (relu included).
-                relu = act is not None and _private.act_type(act) == "relu"
+            if fused:  # one pass where MXNet runs five operators
                 out = mx.nd.bbb_lrt_combine(mean, var, zeta, floor=repr(VARIANCE_FLOOR),
                                             relu=int(relu))
-                return out if relu or act is None else act(out)
-            out = mx.nd.elemwise_add(mean, mx.nd.elemwise_mul(mx.nd.sqrt(var + VARIANCE_FLOOR),
-                                                             zeta))
+            else:
+                out = mx.nd.elemwise_add(
+                    mean, mx.nd.elemwise_mul(mx.nd.sqrt(var + VARIANCE_FLOOR), zeta))
         else:
             x, s, r = self._signs(x, mean.shape)
-            if self.fused and mean.context.device_type == "cpu" and _leading(s.shape, x.shape) \
-                    and _leading(r.shape, mean.shape):
-                # The fused engine's passes: the signs stay compact, and the output side
-                # (multiply, add, relu) is one operator.
-                relu = act is not None and _private.act_type(act) == "relu"
+            if fused and _leading(s.shape, x.shape) and _leading(r.shape, mean.shape):
+                # The signs stay compact, and the output side (multiply, add, relu) is one
+                # operator.
                 z = self.linear(mx.nd.bbb_flip(x, s), self.dw, self.db)
                 out = mx.nd.bbb_flipout_combine(mean, z, r, relu=int(relu))
-                return out if relu or act is None else act(out)
-            # The bias perturbation goes in as the operator's bias, and the signs as full
-            # arrays into elementwise operators: NDArray's * and + are MXNet's broadcast
-            # ones, whose backward reduces, single-threaded (it took longer than the
-            # convolutions' on LeNet).
-            z = self.linear(mx.nd.elemwise_mul(x, _spread(s, x.shape)), self.dw, self.db)
-            out = mx.nd.elemwise_add(mean, mx.nd.elemwise_mul(z, _spread(r, mean.shape)))
-        return act(out) if act is not None else out
+            else:
+                # The bias perturbation goes in as the operator's bias, and the signs as
+                # full arrays into elementwise operators: NDArray's * and + are MXNet's
+                # broadcast ones, whose backward reduces, single-threaded (it took longer
+                # than the convolutions' on LeNet).
+                relu = False
+                z = self.linear(mx.nd.elemwise_mul(x, _spread(s, x.shape)), self.dw, self.db)
+                out = mx.nd.elemwise_add(mean, mx.nd.elemwise_mul(z, _spread(r, mean.shape)))
+        return out if relu or act is None else act(out)
 
     def _signs(self, x, out_shape):
         """``(x, s, r)``: the input (flattened where the layer flattens it) and this
