@@ -16,7 +16,12 @@
 //                                    finite_bits)
 //   bbb_cost(w, eps, mu, rho)        -> (1,)      complexity cost value, same attrs
 //   bbb_finite(a, b, ...)             -> (1,)      0 if every element is finite, else NaN
-//                                    (value=1: a[0] in place of 0)
+//                                    (value=1: a[0] in place of 0; value=2: sum(a);
+//                                    keep=k: the k inputs before the watch made
+//                                    finite as bbb_keep_finite does; watch=1: the last
+//                                    input += the output; both in place)
+//   bbb_keep_finite(guard, g, ...)    -> (1,)      the g's non-finite entries (all where
+//                                    the guard is not) set to 0, in place
 //   bbb_draw_layers, bbb_update_layers: bbb_draw / bbb_update on every layer in one call
 //   bbb_lrt_combine(mean, var, zeta) -> act(mean + sqrt(var + floor) * zeta), with backward
 //   bbb_flip(x, s) -> x * s;  bbb_flipout_combine(mean, z, r) -> act(mean + z * r), with
@@ -31,6 +36,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 #include <string>
+#include <type_traits>
 #include <initializer_list>
 #include <unordered_map>
 #include <vector>
@@ -451,30 +457,144 @@ MXReturnValue draw_forward(const Attrs& attrs, std::vector<MXTensor>* inputs,
   return MX_SUCCESS;
 }
 
+// ---- the complexity cost's value inside the update's loop (bbb_update's cost=1) ---------
+// README's call asks for the cost's value at every step; a pass of its own (bbb_cost) reads
+// w, eps and rho again and takes a log per element. Here each loop that already reads them
+// for the gradient adds the cost's terms too, in float32 (vectorised), summed in double.
+// Element i's cost is cost_term + cost_constant: the constant is added once per layer (n
+// times, in double), so that the float terms stay small.
+//   scale mixture:     log q - log P = -log s - e^2/2 + w^2 / (2 s1^2) - softplus(c - k w^2)
+//                                      + log s1 - log pi        (c, k as in Prior)
+//   Gaussian, MC:      -log s - e^2/2 + w^2 / (2 sp^2) + log sp
+//   Gaussian, KL:      -log s + (s^2 + mu^2) / (2 sp^2) + log sp - 1/2
+// bbb_cost runs the same terms as a pass of its own; the tests hold both to float64 NumPy.
+struct CostCoef {
+  float half_inv_var, k, c;  // 1 / (2 s1^2) (mixture) or 1 / (2 sp^2) (Gaussian)
+  explicit CostCoef(const Prior& p)
+      : half_inv_var(static_cast<float>(p.kind == kMixture ? 0.5 / (p.s1 * p.s1)
+                                                           : 0.5 / (p.sp * p.sp))),
+        k(p.k), c(p.c) {}
+};
+
+inline double cost_constant(const Prior& p) {
+  if (p.kind == kMixture) return std::log(p.s1) - std::log(p.pi);
+  if (p.kind == kGaussianKL) return std::log(p.sp) - 0.5;
+  return std::log(p.sp);
+}
+
+template <int KIND>
+BBB_INLINE inline float cost_term(const CostCoef& q, float w, float e, float m, float s) {
+  if constexpr (KIND == kMixture) {
+    return -logf(s) - 0.5f * e * e + q.half_inv_var * w * w - softplus(q.c - q.k * w * w);
+  } else if constexpr (KIND == kGaussianMC) {
+    return -logf(s) - 0.5f * e * e + q.half_inv_var * w * w;
+  } else if constexpr (KIND == kGaussianKL) {
+    return -logf(s) + q.half_inv_var * (s * s + m * m);
+  } else {
+    return 0.f;
+  }
+}
+
+constexpr int64_t kCostBlock = 1024;
+
+// The loops' driver: body(i) does element i's work and returns its cost term, summed into
+// *total where COST (a reduction in the same loop, so the arrays are read once).
+template <bool COST, typename Body>
+BBB_INLINE inline void each(int64_t n, double* total, Body body) {
+  if constexpr (COST) {
+    // By blocks of kCostBlock elements: the loop stores each element's term in a buffer
+    // that stays in L1, a second loop sums it in float, the blocks are summed in double.
+    // A reduction inside the loop itself (float or double) made GCC run the loop scalar,
+    // with a call to expf/logf per element: 6x slower than without the cost.
+    const int64_t blocks = (n + kCostBlock - 1) / kCostBlock;
+    double acc = 0.0;
+#pragma omp parallel for schedule(static) num_threads(threads_for(n)) reduction(+ : acc)
+    for (int64_t b = 0; b < blocks; ++b) {
+      float terms[kCostBlock];
+      const int64_t start = b * kCostBlock, len = std::min(n - start, kCostBlock);
+#pragma omp simd
+      for (int64_t i = 0; i < len; ++i) terms[i] = body(start + i);
+      float part = 0.f;
+#pragma omp simd reduction(+ : part)
+      for (int64_t i = 0; i < len; ++i) part += terms[i];
+      acc += part;
+    }
+    *total += acc;
+  } else {
+#pragma omp parallel for simd schedule(static) num_threads(threads_for(n))
+    for (int64_t i = 0; i < n; ++i) body(i);
+  }
+}
+
+template <int K>
+using KindTag = std::integral_constant<int, K>;
+template <bool B>
+using CostTag = std::integral_constant<bool, B>;
+
+// run(KindTag, CostTag) for a kind known at run time: one instantiation per (kind, cost).
+template <typename Run>
+MXReturnValue dispatch_kind(int kind, bool cost, Run run) {
+  switch (kind) {
+    case kNone:
+      if (cost) return MX_FAIL;  // no prior, no cost
+      run(KindTag<kNone>{}, CostTag<false>{});
+      return MX_SUCCESS;
+    case kMixture:
+      cost ? run(KindTag<kMixture>{}, CostTag<true>{}) : run(KindTag<kMixture>{}, CostTag<false>{});
+      return MX_SUCCESS;
+    case kGaussianMC:
+      cost ? run(KindTag<kGaussianMC>{}, CostTag<true>{})
+           : run(KindTag<kGaussianMC>{}, CostTag<false>{});
+      return MX_SUCCESS;
+    case kGaussianKL:
+      cost ? run(KindTag<kGaussianKL>{}, CostTag<true>{})
+           : run(KindTag<kGaussianKL>{}, CostTag<false>{});
+      return MX_SUCCESS;
+    default:
+      return MX_FAIL;
+  }
+}
+
+// The cost's terms alone, where no gradient loop of the prior's kind runs (a skipped
+// update, or a complexity weight of 0): a pass of its own.
+MXReturnValue cost_pass(const Prior& p, const float* w, const float* eps, const float* mu,
+                        const float* rho, int64_t n, double* total) {
+  const CostCoef q(p);
+  return dispatch_kind(p.kind == kNone ? -1 : p.kind, true, [&](auto K, auto) {
+    each<true>(n, total, [=](int64_t i) BBB_INLINE -> float {
+      return cost_term<decltype(K)::value>(q, w[i], eps[i], mu[i], softplus(rho[i]));
+    });
+  });
+}
+
 // ---- bbb_grad: gradients of  likelihood(w) + scale * complexity  w.r.t. mu and rho ----
 // With h = dL/dw + scale * d(-log P)/dw (the whole gradient reaching w):
 //   d/dmu = h,  d/drho = sigmoid(rho) * (eps * h - scale / sigma)    (Monte-Carlo cost)
 // and for the closed-form Gaussian KL (which does not depend on w):
 //   d/dmu = dL/dw + scale * mu / sp^2,
 //   d/drho = sigmoid(rho) * (eps * dL/dw + scale * (sigma / sp^2 - 1 / sigma)).
-// Calls emit(i, dmu, drho) for every element, with the gradients above.
+// Calls emit(i, dmu, drho) for every element, with the gradients above; with a `total`,
+// also adds the elements' cost terms to it (see cost_term).
 //
 // Under Flipout (aux=1) and the local reparameterisation (aux=2) the likelihood reaches
 // mu and rho by two paths: gw is its gradient w.r.t. the mean weights and g2 w.r.t.
 // Flipout's perturbation sigma * eps (d/drho: sigmoid(rho) * eps * g2) or the variance
 // sigma^2 (d/drho: sigmoid(rho) * 2 sigma * g2); the complexity cost is taken at
 // w = mu + sigma * eps as above.
-// One loop per (aux, kind), the branches resolved at compile time, so that each vectorises.
-template <int AUX, int KIND, typename Emit>
+// One loop per (aux, kind, cost), the branches resolved at compile time, so that each
+// vectorises.
+template <int AUX, int KIND, bool COST, typename Emit>
 void grad_two_loop(const Prior& p, const float* gw, const float* g2, const float* w,
-                   const float* eps, const float* mu, const float* rho, int64_t n, Emit emit) {
+                   const float* eps, const float* mu, const float* rho, int64_t n, Emit emit,
+                   double* total) {
   const float scale = static_cast<float>(p.scale);
   const float ca = scale * p.inv_s1sq, cb = scale * p.sigmoid_coef, k = p.k, c = p.c;
   const float cw = static_cast<float>(p.scale / (p.sp * p.sp));
   const float inv_sp2 = static_cast<float>(1.0 / (p.sp * p.sp));
-#pragma omp parallel for simd schedule(static) num_threads(threads_for(n))
-  for (int64_t i = 0; i < n; ++i) {
-    const float r = rho[i], s = softplus(r), e = eps[i];
+  const CostCoef q(p);
+  // mu[i] is read before emit, which may update it in place: the cost is the one before
+  each<COST>(n, total, [=](int64_t i) BBB_INLINE -> float {
+    const float r = rho[i], s = softplus(r), e = eps[i], m = mu[i];
     const float lik = AUX == 1 ? e * g2[i] : 2.f * s * g2[i];
     if constexpr (KIND == kNone) {
       emit(i, gw[i], sigmoid(r) * lik);
@@ -486,81 +606,62 @@ void grad_two_loop(const Prior& p, const float* gw, const float* g2, const float
       const float hc = KIND == kMixture ? wi * (ca + cb * sigmoid(c - k * wi * wi)) : cw * wi;
       emit(i, gw[i] + hc, sigmoid(r) * (lik + e * hc - scale / s));
     }
-  }
+    return COST ? cost_term<KIND>(q, w[i], e, m, s) : 0.f;
+  });
 }
 
-template <int AUX, typename Emit>
-MXReturnValue grad_two_kind(const Prior& p, const float* gw, const float* g2, const float* w,
-                            const float* eps, const float* mu, const float* rho, int64_t n,
-                            Emit emit) {
-  if (p.kind == kNone || p.scale == 0.0) {
-    grad_two_loop<AUX, kNone>(p, gw, g2, w, eps, mu, rho, n, emit);
-  } else if (p.kind == kMixture) {
-    grad_two_loop<AUX, kMixture>(p, gw, g2, w, eps, mu, rho, n, emit);
-  } else if (p.kind == kGaussianMC) {
-    grad_two_loop<AUX, kGaussianMC>(p, gw, g2, w, eps, mu, rho, n, emit);
-  } else if (p.kind == kGaussianKL) {
-    grad_two_loop<AUX, kGaussianKL>(p, gw, g2, w, eps, mu, rho, n, emit);
-  } else {
-    return MX_FAIL;
-  }
-  return MX_SUCCESS;
-}
-
-template <typename Emit>
-MXReturnValue for_each_grad_two(const Prior& p, const float* gw, const float* g2, int aux,
-                                const float* w, const float* eps, const float* mu,
-                                const float* rho, int64_t n, Emit emit) {
-  if (aux == 1) return grad_two_kind<1>(p, gw, g2, w, eps, mu, rho, n, emit);
-  if (aux == 2) return grad_two_kind<2>(p, gw, g2, w, eps, mu, rho, n, emit);
-  return MX_FAIL;
-}
-
-template <typename Emit>
-MXReturnValue for_each_grad(const Prior& p, const float* gw, const float* w, const float* eps,
-                            const float* mu, const float* rho, int64_t n, Emit emit) {
+template <int KIND, bool COST, typename Emit>
+void grad_loop(const Prior& p, const float* gw, const float* w, const float* eps,
+               const float* mu, const float* rho, int64_t n, Emit emit, double* total) {
   const float scale = static_cast<float>(p.scale);
-  if (p.kind == kNone || scale == 0.f) {
-#pragma omp parallel for simd schedule(static) num_threads(threads_for(n))
-    for (int64_t i = 0; i < n; ++i) emit(i, gw[i], gw[i] * eps[i] * sigmoid(rho[i]));
-  } else if (p.kind == kMixture) {
-    const float ca = scale * p.inv_s1sq, cb = scale * p.sigmoid_coef, k = p.k, c = p.c;
-#pragma omp parallel for simd schedule(static) num_threads(threads_for(n))
-    for (int64_t i = 0; i < n; ++i) {
+  const float ca = scale * p.inv_s1sq, cb = scale * p.sigmoid_coef, k = p.k, c = p.c;
+  const float cw = static_cast<float>(p.scale / (p.sp * p.sp));
+  const float inv_sp2 = static_cast<float>(1.0 / (p.sp * p.sp));
+  const CostCoef q(p);
+  each<COST>(n, total, [=](int64_t i) BBB_INLINE -> float {
+    if constexpr (KIND == kNone) {
+      emit(i, gw[i], gw[i] * eps[i] * sigmoid(rho[i]));
+      return 0.f;
+    } else if constexpr (KIND == kMixture) {
       float wi = w[i];
       float h = gw[i] + wi * (ca + cb * sigmoid(c - k * wi * wi));
       float r = rho[i];
       emit(i, h, sigmoid(r) * (eps[i] * h - scale / softplus(r)));
-    }
-  } else if (p.kind == kGaussianMC) {
-    const float cw = static_cast<float>(p.scale / (p.sp * p.sp));
-#pragma omp parallel for simd schedule(static) num_threads(threads_for(n))
-    for (int64_t i = 0; i < n; ++i) {
+      return COST ? cost_term<KIND>(q, wi, eps[i], 0.f, softplus(r)) : 0.f;
+    } else if constexpr (KIND == kGaussianMC) {
       float h = gw[i] + cw * w[i];
       float r = rho[i];
       emit(i, h, sigmoid(r) * (eps[i] * h - scale / softplus(r)));
-    }
-  } else if (p.kind == kGaussianKL) {
-    const float inv_sp2 = static_cast<float>(1.0 / (p.sp * p.sp));
-#pragma omp parallel for simd schedule(static) num_threads(threads_for(n))
-    for (int64_t i = 0; i < n; ++i) {
-      float r = rho[i], s = softplus(r);
-      emit(i, gw[i] + scale * mu[i] * inv_sp2,
+      return COST ? cost_term<KIND>(q, w[i], eps[i], 0.f, softplus(r)) : 0.f;
+    } else {  // mu[i] read before emit, which may update it in place
+      float r = rho[i], s = softplus(r), m = mu[i];
+      emit(i, gw[i] + scale * m * inv_sp2,
            sigmoid(r) * (eps[i] * gw[i] + scale * (s * inv_sp2 - 1.f / s)));
+      return COST ? cost_term<KIND>(q, w[i], eps[i], m, s) : 0.f;
     }
-  } else {
-    return MX_FAIL;
-  }
-  return MX_SUCCESS;
+  });
 }
 
-// for_each_grad, or for_each_grad_two where the kernel has the second gradient g2 (aux > 0).
+// for_each_grad's loops (aux 0, else grad_two_loop's with the second gradient g2), with
+// the cost where `total` is given. A gradient without the prior's term (no prior, or a
+// complexity weight of 0) runs the plain loop and, if the cost is asked, cost_pass.
 template <typename Emit>
 MXReturnValue for_each_grad_aux(const Prior& p, const float* gw, const float* g2, int aux,
                                 const float* w, const float* eps, const float* mu,
-                                const float* rho, int64_t n, Emit emit) {
-  if (aux != 0) return for_each_grad_two(p, gw, g2, aux, w, eps, mu, rho, n, emit);
-  return for_each_grad(p, gw, w, eps, mu, rho, n, emit);
+                                const float* rho, int64_t n, Emit emit, double* total = nullptr) {
+  if (aux < 0 || aux > 2) return MX_FAIL;
+  // the plain loop's test as it always was: the scale as a float for aux 0, as a double else
+  const bool plain =
+      p.kind == kNone || (aux == 0 ? static_cast<float>(p.scale) == 0.f : p.scale == 0.0);
+  if (plain && total != nullptr && cost_pass(p, w, eps, mu, rho, n, total) != MX_SUCCESS)
+    return MX_FAIL;
+  return dispatch_kind(plain ? kNone : p.kind, !plain && total != nullptr, [&](auto K, auto C) {
+    constexpr int kind = decltype(K)::value;
+    constexpr bool cost = decltype(C)::value;
+    if (aux == 0) grad_loop<kind, cost>(p, gw, w, eps, mu, rho, n, emit, total);
+    if (aux == 1) grad_two_loop<1, kind, cost>(p, gw, g2, w, eps, mu, rho, n, emit, total);
+    if (aux == 2) grad_two_loop<2, kind, cost>(p, gw, g2, w, eps, mu, rho, n, emit, total);
+  });
 }
 
 inline int aux_of(const Attrs& a) { return static_cast<int>(attr_u(a, "aux")); }
@@ -617,21 +718,30 @@ struct Update {
 
 inline float clip_to(float g, float c) { return c >= 0.f ? std::fmax(-c, std::fmin(g, c)) : g; }
 
-MXReturnValue update_forward(const Attrs& attrs, std::vector<MXTensor>* inputs,
-                             std::vector<MXTensor>* outputs, const OpResource&) {
+// One layer's update; with `cost` (attribute cost=1), also adds the layer's complexity cost
+// (its value before the update, as bbb_cost gives it) to *cost.
+MXReturnValue update_layer(const Attrs& attrs, std::vector<MXTensor>* inputs, double* cost) {
   const Update u(attrs);
   float* mu = (*inputs)[3].data<float>();
   float* rho = (*inputs)[4].data<float>();
   const int64_t n = (*inputs)[3].size();
-  (*outputs)[0].data<float>()[0] = 0.f;
-  if (!guard_passes(attrs, inputs)) return MX_SUCCESS;  // mu, rho and the states unchanged
-  const int aux = aux_of(attrs);
-  const int states = static_cast<int>(inputs->size()) - guarded(attrs) - has_aux(attrs);
-  const float* g2 = aux ? (*inputs)[states].data<float>() : nullptr;
   const float* gw = (*inputs)[0].data<float>();
   const float* w = (*inputs)[1].data<float>();
   const float* eps = (*inputs)[2].data<float>();
   const Prior p(attrs);
+  double terms = 0.0;
+  double* total = cost != nullptr ? &terms : nullptr;
+  // The layer's cost in double: its terms, and the constant once per element.
+  auto add_cost = [&](MXReturnValue r) {
+    if (r == MX_SUCCESS && cost != nullptr) *cost += terms + static_cast<double>(n) * cost_constant(p);
+    return r;
+  };
+  if (!guard_passes(attrs, inputs)) {  // mu, rho and the states unchanged; the cost still asked
+    return add_cost(cost != nullptr ? cost_pass(p, w, eps, mu, rho, n, total) : MX_SUCCESS);
+  }
+  const int aux = aux_of(attrs);
+  const int states = static_cast<int>(inputs->size()) - guarded(attrs) - has_aux(attrs);
+  const float* g2 = aux ? (*inputs)[states].data<float>() : nullptr;
   if (!u.adam) {
     // MXNet's multi_sgd_update / multi_sgd_mom_update (what Gluon's Trainer calls for
     // SGD), in their order: mom = momentum * mom - lr * wd * x - lr * rescale * grad;
@@ -646,30 +756,30 @@ MXReturnValue update_forward(const Attrs& attrs, std::vector<MXTensor>* inputs,
     // Without momentum, one loop per case: a select inside the loop let the compiler
     // reorder the sum (measured: the Trainer's results no longer to the bit).
     if (!has_mom && !clipped) {
-      return for_each_grad_aux(p, gw, g2, aux, w, eps, mu, rho, n, [=](int64_t i, float dmu, float drho) BBB_INLINE {
+      return add_cost(for_each_grad_aux(p, gw, g2, aux, w, eps, mu, rho, n, [=](int64_t i, float dmu, float drho) BBB_INLINE {
         mu[i] = mu[i] + ((0.f - lwd_mu * mu[i]) - lrr_mu * dmu);
         rho[i] = rho[i] + ((0.f - lwd_rho * rho[i]) - lrr_rho * drho);
-      });
+      }, total));
     }
     if (!has_mom) {
-      return for_each_grad_aux(p, gw, g2, aux, w, eps, mu, rho, n, [=](int64_t i, float dmu, float drho) BBB_INLINE {
+      return add_cost(for_each_grad_aux(p, gw, g2, aux, w, eps, mu, rho, n, [=](int64_t i, float dmu, float drho) BBB_INLINE {
         mu[i] = mu[i] + ((0.f - lwd_mu * mu[i]) - u.lr_mu * clip_to(u.rescale * dmu, u.clip));
         rho[i] = rho[i] + ((0.f - lwd_rho * rho[i]) -
                            u.lr_rho * clip_to(u.rescale * drho, u.clip));
-      });
+      }, total));
     }
     // With momentum, again one loop per case: a conditional store inside left it scalar.
     if (!clipped) {
-      return for_each_grad_aux(p, gw, g2, aux, w, eps, mu, rho, n, [=](int64_t i, float dmu, float drho) BBB_INLINE {
+      return add_cost(for_each_grad_aux(p, gw, g2, aux, w, eps, mu, rho, n, [=](int64_t i, float dmu, float drho) BBB_INLINE {
         const float v_mu = (m * mom_mu[i] - lwd_mu * mu[i]) - lrr_mu * dmu;
         const float v_rho = (m * mom_rho[i] - lwd_rho * rho[i]) - lrr_rho * drho;
         mom_mu[i] = v_mu;
         mom_rho[i] = v_rho;
         mu[i] = mu[i] + v_mu;
         rho[i] = rho[i] + v_rho;
-      });
+      }, total));
     }
-    return for_each_grad_aux(p, gw, g2, aux, w, eps, mu, rho, n, [=](int64_t i, float dmu, float drho) BBB_INLINE {
+    return add_cost(for_each_grad_aux(p, gw, g2, aux, w, eps, mu, rho, n, [=](int64_t i, float dmu, float drho) BBB_INLINE {
       const float v_mu =
           (m * mom_mu[i] - lwd_mu * mu[i]) - u.lr_mu * clip_to(u.rescale * dmu, u.clip);
       const float v_rho =
@@ -678,14 +788,14 @@ MXReturnValue update_forward(const Attrs& attrs, std::vector<MXTensor>* inputs,
       mom_rho[i] = v_rho;
       mu[i] = mu[i] + v_mu;
       rho[i] = rho[i] + v_rho;
-    });
+    }, total));
   }
   if (states != 9) return MX_FAIL;
   float* m_mu = (*inputs)[5].data<float>();
   float* v_mu = (*inputs)[6].data<float>();
   float* m_rho = (*inputs)[7].data<float>();
   float* v_rho = (*inputs)[8].data<float>();
-  return for_each_grad_aux(p, gw, g2, aux, w, eps, mu, rho, n, [=](int64_t i, float dmu, float drho) BBB_INLINE {
+  return add_cost(for_each_grad_aux(p, gw, g2, aux, w, eps, mu, rho, n, [=](int64_t i, float dmu, float drho) BBB_INLINE {
     float g = clip_to(dmu * u.rescale + mu[i] * u.wd_mu, u.clip);
     float m = u.b1 * m_mu[i] + (1.f - u.b1) * g;
     float v = u.b2 * v_mu[i] + (1.f - u.b2) * g * g;
@@ -698,7 +808,16 @@ MXReturnValue update_forward(const Attrs& attrs, std::vector<MXTensor>* inputs,
     m_rho[i] = m;
     v_rho[i] = v;
     rho[i] = rho[i] - u.lr_rho * m / (std::sqrt(v) + u.epsilon);
-  });
+  }, total));
+}
+
+MXReturnValue update_forward(const Attrs& attrs, std::vector<MXTensor>* inputs,
+                             std::vector<MXTensor>* outputs, const OpResource&) {
+  const bool want = attr_u(attrs, "cost") != 0;
+  double cost = 0.0;
+  const MXReturnValue r = update_layer(attrs, inputs, want ? &cost : nullptr);
+  (*outputs)[0].data<float>()[0] = static_cast<float>(cost);
+  return r;
 }
 
 // gw, w, eps, mu, rho and the optimiser's states (mutated: mu onwards), then the guard.
@@ -836,60 +955,49 @@ MXReturnValue update_layers_forward(const Attrs& attrs, std::vector<MXTensor>* i
   const auto aux = layer_aux(attrs);
   const bool guard = guarded(attrs) != 0;
   const auto layers = per_layer_attrs(attrs, kUpdateLists);
+  const bool want = attr_u(attrs, "cost") != 0;
+  double cost = 0.0;  // summed over the layers in double, rounded to float once
   int offset = 0;
   for (int k = 0; k < static_cast<int>(aux.size()); ++k) {
     const Attrs& la = layers[k];
     const int n = layer_update_inputs(attrs, aux[k]);
     std::vector<MXTensor> ins(inputs->begin() + offset, inputs->begin() + offset + n);
     if (guard) ins.push_back(inputs->back());
-    if (update_forward(la, &ins, outputs, res) != MX_SUCCESS) return MX_FAIL;
+    if (update_layer(la, &ins, want ? &cost : nullptr) != MX_SUCCESS) return MX_FAIL;
     offset += n;
   }
+  (*outputs)[0].data<float>()[0] = static_cast<float>(cost);
   return MX_SUCCESS;
 }
 
 // ---- bbb_cost: the complexity cost's value (log q - log P, or the closed-form KL) ------
+// The loop of bbb_update's cost=1 (cost_term, float32 terms summed in double) as a pass of
+// its own: for steps whose update is not fused (several devices, several samples, another
+// optimiser) and for reports. The tests hold it to float64 NumPy, element by element.
 MXReturnValue cost_forward(const Attrs& attrs, std::vector<MXTensor>* inputs,
                            std::vector<MXTensor>* outputs, const OpResource&) {
-  const float* w = (*inputs)[0].data<float>();
-  const float* eps = (*inputs)[1].data<float>();
-  const float* mu = (*inputs)[2].data<float>();
-  const float* rho = (*inputs)[3].data<float>();
   const int64_t n = (*inputs)[0].size();
   const Prior p(attrs);
-  const double half_log_2pi = 0.91893853320467274178;
   double total = 0.0;
-  if (p.kind == kGaussianKL) {
-    const double inv_sp2 = 1.0 / (p.sp * p.sp), log_sp = std::log(p.sp);
-#pragma omp parallel for reduction(+ : total) schedule(static)
-    for (int64_t i = 0; i < n; ++i) {
-      double s = softplus(rho[i]), m = mu[i];
-      total += log_sp - std::log(s) + 0.5 * (s * s + m * m) * inv_sp2 - 0.5;
-    }
-  } else if (p.kind == kMixture) {
-    const double wide = std::log(p.pi) - std::log(p.s1) - half_log_2pi;
-    const double k = p.k, c = p.c, inv2s1sq = 0.5 / (p.s1 * p.s1);
-#pragma omp parallel for reduction(+ : total) schedule(static)
-    for (int64_t i = 0; i < n; ++i) {
-      double wi = w[i], e = eps[i];
-      double log_q = -std::log(static_cast<double>(softplus(rho[i]))) - 0.5 * e * e -
-                     half_log_2pi;
-      double u = c - k * wi * wi;
-      double sp_u = u > 0 ? u + std::log1p(std::exp(-u)) : std::log1p(std::exp(u));
-      total += log_q - (wide - inv2s1sq * wi * wi + sp_u);
-    }
-  } else if (p.kind == kGaussianMC) {
-    const double inv2sp2 = 0.5 / (p.sp * p.sp), log_norm = std::log(p.sp) + half_log_2pi;
-#pragma omp parallel for reduction(+ : total) schedule(static)
-    for (int64_t i = 0; i < n; ++i) {
-      double wi = w[i], e = eps[i];
-      double log_q = -std::log(static_cast<double>(softplus(rho[i]))) - 0.5 * e * e -
-                     half_log_2pi;
-      total += log_q + log_norm + inv2sp2 * wi * wi;
-    }
+  if (p.kind == kNone) {  // no prior: no cost
+    (*outputs)[0].data<float>()[0] = 0.f;
+    return MX_SUCCESS;
   }
-  (*outputs)[0].data<float>()[0] = static_cast<float>(total);
+  if (cost_pass(p, (*inputs)[0].data<float>(), (*inputs)[1].data<float>(),
+                (*inputs)[2].data<float>(), (*inputs)[3].data<float>(), n, &total) != MX_SUCCESS)
+    return MX_FAIL;
+  (*outputs)[0].data<float>()[0] = static_cast<float>(total + static_cast<double>(n) * cost_constant(p));
   return MX_SUCCESS;
+}
+
+// g's NaN and infinite entries set to 0; all of them where `ok` is false.
+void keep_finite(float* g, int64_t n, bool ok) {
+  if (!ok) {
+    std::fill(g, g + n, 0.f);
+    return;
+  }
+#pragma omp parallel for simd schedule(static) num_threads(threads_for(n))
+  for (int64_t i = 0; i < n; ++i) g[i] = finite_bits(g[i]) ? g[i] : 0.f;
 }
 
 // ---- bbb_finite: 0 when every element of every input is finite, else NaN -------------
@@ -897,8 +1005,16 @@ MXReturnValue cost_forward(const Attrs& attrs, std::vector<MXTensor>* inputs,
 // operator instead of a reduction per array, no host read.
 MXReturnValue finite_forward(const Attrs& attrs, std::vector<MXTensor>* inputs,
                              std::vector<MXTensor>* outputs, const OpResource&) {
+  // keep=k: the k inputs before the watch are not checked but made finite, as
+  // bbb_keep_finite does with the output as its guard (in place). watch=1: the last input
+  // is a running sum (one float) that the output is added to, in place (a training step's
+  // watch over its costs). Both without an operator of their own.
+  const bool watch = attr_u(attrs, "watch") != 0;
+  const size_t keep = attr_u(attrs, "keep");
+  const size_t checked = inputs->size() - (watch ? 1 : 0) - keep;
   int bad = 0;
-  for (auto& in : *inputs) {
+  for (size_t k = 0; k < checked; ++k) {
+    auto& in = (*inputs)[k];
     const float* x = in.data<float>();
     const int64_t n = in.size();
 #pragma omp parallel for reduction(| : bad) schedule(static) num_threads(threads_for(n))
@@ -908,9 +1024,48 @@ MXReturnValue finite_forward(const Attrs& attrs, std::vector<MXTensor>* inputs,
   float nan;
   std::memcpy(&nan, &nan_bits, sizeof nan);
   // value=1: the first input's first element where all is finite (the step's cost and its
-  // guard in one operator), else 0
-  const float ok = attr_u(attrs, "value") != 0 ? (*inputs)[0].data<float>()[0] : 0.f;
-  (*outputs)[0].data<float>()[0] = bad ? nan : ok;
+  // guard in one operator); value=2: the sum of the first input's elements (the batch's
+  // per-example costs: their sum without an operator of its own); else 0
+  const uint64_t value = attr_u(attrs, "value");
+  float ok = 0.f;
+  if (value == 1) {
+    ok = (*inputs)[0].data<float>()[0];
+  } else if (value == 2) {
+    const float* x = (*inputs)[0].data<float>();
+    double sum = 0.0;
+    for (int64_t i = 0; i < (*inputs)[0].size(); ++i) sum += x[i];
+    ok = static_cast<float>(sum);
+  }
+  const float out = bad ? nan : ok;
+  (*outputs)[0].data<float>()[0] = out;
+  for (size_t k = checked; k < checked + keep; ++k)
+    keep_finite((*inputs)[k].data<float>(), (*inputs)[k].size(), finite_bits(out));
+  if (watch) inputs->back().data<float>()[0] += out;
+  return MX_SUCCESS;
+}
+
+MXReturnValue mutate_finite(const Attrs& a, std::vector<int>* inputs) {
+  const int n = static_cast<int>(attr_u(a, "num_arrays"));
+  const int watch = attr_u(a, "watch") != 0 ? 1 : 0;
+  for (int k = n - watch - static_cast<int>(attr_u(a, "keep")); k < n; ++k) inputs->push_back(k);
+  return MX_SUCCESS;
+}
+
+// ---- bbb_keep_finite(guard, g_1, ..., g_k): each g's NaN and infinite entries set to 0,
+// and all its entries where the guard (one float) is not finite; the g's in place. The
+// gradients of the parameters a Trainer updates beside the fused step (BatchNorm's, a
+// learned noise scale): one operator where MXNet's take a dozen (isfinite is six).
+MXReturnValue keep_finite_forward(const Attrs&, std::vector<MXTensor>* inputs,
+                                  std::vector<MXTensor>* outputs, const OpResource&) {
+  const bool ok = finite_bits((*inputs)[0].data<float>()[0]);
+  for (size_t k = 1; k < inputs->size(); ++k)
+    keep_finite((*inputs)[k].data<float>(), (*inputs)[k].size(), ok);
+  (*outputs)[0].data<float>()[0] = 0.f;
+  return MX_SUCCESS;
+}
+
+MXReturnValue mutate_keep_finite(const Attrs& a, std::vector<int>* inputs) {
+  for (int k = 1; k < static_cast<int>(attr_u(a, "num_arrays")); ++k) inputs->push_back(k);
   return MX_SUCCESS;
 }
 
@@ -1046,6 +1201,13 @@ REGISTER_OP(bbb_update_layers)
 REGISTER_OP(bbb_finite)
     .setForward(finite_forward, "cpu")
     .setParseAttrs(parse_finite)
+    .setMutateInputs(mutate_finite)
+    .setInferType(all_float32)
+    .setInferShape(scalar_shape);
+REGISTER_OP(bbb_keep_finite)
+    .setForward(keep_finite_forward, "cpu")
+    .setParseAttrs(parse_finite)
+    .setMutateInputs(mutate_keep_finite)
     .setInferType(all_float32)
     .setInferShape(scalar_shape);
 REGISTER_OP(bbb_cost)

@@ -4,7 +4,7 @@ MXNet 1.9.1 runs most elementwise operators on one thread, one pass over memory 
 Bayes-by-Backprop step built from them needs some twenty passes over every weight, and
 ``nd.random.normal`` alone costs more than four plain training steps (see
 ``docs/benchmarks.md``). ``_kernels/fused.cc`` does the same arithmetic in OpenMP-parallel,
-vectorised loops behind fourteen operators, and MXNet loads it as an operator library
+vectorised loops behind fifteen operators, and MXNet loads it as an operator library
 (``mx.library.load``):
 
 - ``bbb_normal``: N(0, 1) noise by Box-Muller from a counter-based hash of
@@ -16,7 +16,8 @@ vectorised loops behind fourteen operators, and MXNet loads it as an operator li
   likelihood (given its gradient with respect to :math:`w`) plus the weighted complexity
   cost, written out by hand (the same estimator as :class:`bbb_gluon.BBBLoss`; tests check
   they agree);
-- ``bbb_cost``: the complexity cost's value, for reports;
+- ``bbb_cost``: the complexity cost's value, for a step whose update is not fused and
+  for reports (float32 terms summed in float64, as ``bbb_update`` sums them);
 - ``bbb_lrt``: the first layer's pre-activations drawn from their mean and standard
   deviation (the local reparameterisation), relu included, for prediction;
 - ``bbb_lrt_combine``: the local reparameterisation's last step in training,
@@ -28,13 +29,18 @@ vectorised loops behind fourteen operators, and MXNet loads it as an operator li
   broadcast operators' backward reduces on one thread);
 - ``bbb_update``: ``bbb_grad`` and the optimiser's update (Adam, or SGD with or without
   momentum) in the same pass, on the Trainer's own state, so one call per layer replaces the
-  gradient kernel and ``Trainer.step``;
+  gradient kernel and ``Trainer.step``; with ``cost=1`` it also returns the complexity
+  cost's value, summed in that same pass (README's call asks for it at every step);
 - ``bbb_draw_layers``, ``bbb_update_layers``: ``bbb_draw`` and ``bbb_update`` on every
   layer in one call (the same numbers), as the fused step runs them: on a small network
   the step's time goes to launching operators, one per layer before;
-- ``bbb_finite``: 0 (or, with ``value=1``, its first input's value) when every element
-  of its inputs is finite, else NaN: the step's cost and guard in one, so that a batch
-  with a NaN never reaches :math:`\\mu` and :math:`\\rho`;
+- ``bbb_finite``: 0 (or, with ``value=1``, its first input's value; with ``value=2``, its
+  sum) when every element of its inputs is finite, else NaN: the step's cost and guard in
+  one, so that a batch with a NaN never reaches :math:`\\mu` and :math:`\\rho`; it may
+  also add the result to a running sum and zero other gradients' non-finite entries, in
+  place (on a small network each operator saved is a good part of a step);
+- ``bbb_keep_finite``: those gradients' non-finite entries (all of them where a guard is
+  not finite) set to 0, in place, for the reference engine;
 - ``bbb_threads``: the OpenMP thread count of the engine thread (:mod:`bbb_gluon.threads`).
 
 The library is built with the machine's C++ compiler (``$CXX`` or ``g++``) against the

@@ -11,7 +11,7 @@ instead of a wrong update.
 import mxnet as mx
 
 __all__ = ["check_version", "start_kvstore", "kvstore", "params", "param_index",
-           "optimizer", "states", "scale", "count_update", "lr_wd", "update_count",
+           "optimizer", "states", "scale", "count_update", "lr_wd", "lrs_wds", "update_count",
            "mark_fresh", "step_fresh"]
 
 MXNET_VERSION = "1.9.1"
@@ -75,7 +75,8 @@ def use_context(opt, ctx):
 
 
 def count_update(opt, index):
-    """Count one update of ``index``, as ``Optimizer.update`` does before it steps."""
+    """Count one update of ``index`` (or of each index of a list), as
+    ``Optimizer.update`` does before it steps."""
     opt._update_count(index)
 
 
@@ -88,6 +89,11 @@ def lr_wd(opt, index):
     """The learning rate and weight decay of ``index``, with their multipliers and the
     schedule applied."""
     return opt._get_lr(index), opt._get_wd(index)
+
+
+def lrs_wds(opt, indices):
+    """:func:`lr_wd` of each of ``indices``, as two lists, in one call each."""
+    return opt._get_lrs(indices), opt._get_wds(indices)
 
 
 def mark_fresh(array):
@@ -104,12 +110,35 @@ def step_fresh(trainer, step_size, params):
     """``trainer.step(step_size)`` on the parameters whose gradients backward wrote since
     the last step, after the fused update has done the posterior's (whose gradients it
     never writes). Each of ``params`` must be among them: otherwise raise as
-    ``Trainer.step`` does, instead of skipping it silently."""
+    ``Trainer.step`` does, instead of skipping it silently.
+
+    With one context, no kvstore and no AMP loss scaler (where the fused update runs),
+    what ``Trainer.step`` does for these parameters alone: the rescale, the updater on
+    their (index, gradient, weight), the gradients marked used; its loop over every
+    parameter of the Trainer (the posterior's too) cost a good part of a small network's
+    step."""
     for p in params:
         if not all(data._fresh_grad for data in p.list_data()):
             raise UserWarning(
                 f"Gradient of Parameter `{p.name}` on context {p.list_ctx()[0]} has not been "
                 "updated by backward since last `step`: the network does not use it. Set "
                 "its grad_req to 'null' to leave it out of training.")
-    trainer.step(step_size, ignore_stale_grad=True)
-
+    if (trainer._kvstore is not None or len(trainer._updaters) != 1
+            or getattr(trainer, "_amp_loss_scaler", None) is not None):
+        trainer.step(step_size, ignore_stale_grad=True)
+        return
+    start_kvstore(trainer, init_params=True)
+    trainer._check_and_rescale_grad(trainer._scale / step_size)
+    index = trainer._param2idx
+    # in the Trainer's order, as its _update hands them to the updater
+    todo = sorted((index[p.name], p) for p in params if p.grad_req != "null")
+    if not todo:
+        return
+    indices, grads, weights = [], [], []
+    for i, p in todo:
+        weight, grad = p.list_data()[0], p.list_grad()[0]
+        indices.append(i)
+        grads.append(grad)
+        weights.append(weight)
+        weight._fresh_grad = False
+    trainer._updaters[0](indices, grads, weights)

@@ -21,34 +21,71 @@ from .._kernels.fused import (
 from . import ops
 from .estimators import key_modes, perturbed, sample_noise, swapped
 from .priors import GaussianPrior, ScaleMixturePrior
-from .sampling import use_weights
+from .sampling import swapper
 
 __all__ = ["FusedBBBStep", "reference_step", "forward_with", "first_not_finite", "prior_attrs"]
 
 
-def _guard(nll_sum, X, y, grads):
-    """One float that is finite only where the step's likelihood cost, its inputs, its
-    labels and its gradients all are: the kernels leave mu and rho alone when it is not. A
-    NaN in an input can vanish from the cost (a ReLU maps it to 0) and still reach the
-    gradients; a NaN label can vanish from both (Gluon's softmax loss picks a class for
-    it). One pass, by ``bbb_finite`` where the kernels run; else sums by matrix products
-    (``ops.total``), since 0 times a NaN or an infinity is NaN."""
+def _guard(nll, X, y, grads, watch=None, keep=()):
+    """The sum of ``nll`` (the batch's costs, any shape) where it, the step's inputs, its
+    labels and its gradients are all finite, else NaN: the kernels leave mu and rho alone
+    when it is not. A NaN in an input can vanish from the cost (a ReLU maps it to 0) and
+    still reach the gradients; a NaN label can vanish from both (Gluon's softmax loss
+    picks a class for it). One operator, ``bbb_finite``, where the kernels run (the sum
+    included: on a small network each operator is a good part of the step); else sums by
+    matrix products (``ops.total``), since 0 times a NaN or an infinity is NaN.
+
+    ``watch``: an array of shape (1,) on X's context that the result is added to;
+    ``keep``: gradients (of the parameters the Trainer updates) to make finite as
+    :func:`_zero_nonfinite` does with the result as its guard. Both in the same operator
+    where the kernels run."""
     arrays = [a for a in (X, y, *grads) if a.dtype == np.float32]
+    keep = list(keep)
+    if arrays and X.context.device_type == "cpu" and load() and nll.dtype == np.float32 \
+            and all(g.dtype == np.float32 for g in keep):
+        return _finite_op(nll, arrays, watch, keep)
     if not arrays:  # nothing float32 to look at (integer inputs, no gradient arrays)
-        return nll_sum
-    if X.context.device_type == "cpu" and load():  # reads any shape as flat
-        return mx.nd.bbb_finite(nll_sum, *arrays, num_arrays=len(arrays) + 1, value=1)
-    arrays = [a.reshape((-1,)) if a.ndim != 1 else a for a in arrays]
-    extra = ops.total(arrays[0])
-    for g in arrays[1:]:
-        extra = extra + ops.total(g)
-    return nll_sum + extra * 0
+        guard = nll.sum()
+    else:
+        arrays = [a.reshape((-1,)) if a.ndim != 1 else a for a in arrays]
+        extra = ops.total(arrays[0])
+        for g in arrays[1:]:
+            extra = extra + ops.total(g)
+        guard = nll.sum() + extra * 0
+    if watch is not None:
+        watch += guard.reshape((1,))
+    _zero_nonfinite(keep, guard)
+    return guard
+
+
+def _finite_op(nll, arrays, watch, keep):
+    tail = keep + ([] if watch is None else [watch])
+    return mx.nd.bbb_finite(nll, *arrays, *tail, num_arrays=len(arrays) + 1 + len(tail),
+                            value=2, keep=len(keep), watch=int(watch is not None))
+
+
+def _fused_guard(nll, X, y, grads, watch, keep):
+    """:func:`_guard` for the fused step, whose gradient buffers are float32 arrays on a
+    CPU with the kernels loaded: only the batch's and the others' types are read (each
+    read is a call into MXNet, and on a small network they add up)."""
+    f32 = np.float32
+    if X.dtype == f32 and y.dtype == f32 and nll.dtype == f32 and \
+            all(g.dtype == f32 for g in keep):
+        return _finite_op(nll, [X, y, *grads], watch, keep)
+    return _guard(nll, X, y, grads, watch, keep)
 
 
 def _zero_nonfinite(grads, guard):
     """Set each gradient's NaN and infinite entries to 0, and all its entries where
     ``guard`` (shape (1,)) is not finite (on the device, no host read): a batch with a NaN
     then moves no parameter, but by the optimiser's momentum or weight decay."""
+    if not grads:
+        return
+    # One operator where the kernels run (MXNet's way is a dozen, isfinite alone six)
+    if guard.dtype == np.float32 and all(g.dtype == np.float32 and g.context.device_type ==
+                                         "cpu" for g in grads) and load():
+        mx.nd.bbb_keep_finite(guard, *grads, num_arrays=len(grads) + 1)
+        return
     ok = mx.nd.contrib.isfinite(guard)
     for g in grads:
         keep = mx.nd.broadcast_mul(mx.nd.contrib.isfinite(g),
@@ -61,14 +98,16 @@ def forward_with(net, posterior, rules=()):
     place of the posterior's parameters of ``net`` (the callable the fused engine runs
     the network through), its layers run as the estimator's ``rules`` say (``aux`` and
     ``noise`` as :func:`bbb_gluon.core.estimators.swapped` takes them)."""
+    swap = swapper(net, posterior)
+
     def shared_sample(weights, ctx, X, aux=None, noise=None):
-        with use_weights(net, posterior, weights, ctx):
+        with swap(weights, ctx):
             return net(X)
 
     def estimators(weights, ctx, X, aux=None, noise=None):
         with swapped(net, posterior, rules, weights, ctx, aux, noise, fused=True):
             return net(X)
-    # The shared sample as before the estimators came: nothing but use_weights per step.
+    # The shared sample as before the estimators came: nothing but the swap per step.
     return shared_sample if all(r.rule == "reparam" for r in rules) else estimators
 
 
@@ -289,11 +328,14 @@ class FusedBBBStep:
     # Nine parameters: the arrays of one update, each one input of the bbb_update kernel
     # (``grads``: the likelihood's gradients w.r.t. the weights and, per key under an
     # estimator, w.r.t. its perturbation or variance).
-    def _fused_update(self, plan, grads, ws, noise, mus, rhos, scale, step_size, guard):
+    def _fused_update(self, plan, grads, ws, noise, mus, rhos, scale, step_size, guard,
+                      cost=False):
         """The gradient kernel and the optimiser's step on every layer: the bookkeeping
         of ``Trainer.step`` / ``Optimizer.update`` (update counts, learning rate with its
         multipliers and schedule, Adam's bias correction, state creation) in Python, the
-        arithmetic in ``bbb_update_layers`` (``bbb_update`` on every layer)."""
+        arithmetic in ``bbb_update_layers`` (``bbb_update`` on every layer). With ``cost``,
+        returns the complexity cost's value (shape (1,), from mu and rho before the update),
+        which the kernel sums in the same pass; else its output is 0."""
         adam, layers = plan
         trainer = self.trainer
         opt = _trainer.optimizer(trainer)
@@ -304,37 +346,41 @@ class FusedBBBStep:
         gws, g2s = grads
         # the counts Adam's bias correction reads are per device, as the Trainer keeps them
         _trainer.use_context(opt, mus[0].context)
-        inputs, lrs, wds = [], [], []
-        for (imu, irho), gw, w, e, m, r, g2, mode in zip(layers, gws, ws, noise, mus, rhos,
-                                                         g2s, self.modes, strict=True):
+        # every index counted, then every rate read, in one call each: the numbers of
+        # Optimizer.update's count-then-read per index (the schedule reads the largest count)
+        indices = [idx for pair in layers for idx in pair]
+        _trainer.count_update(opt, indices)
+        lrs, wds = _trainer.lrs_wds(opt, indices)
+        if adam:
+            b1, b2 = opt.beta1, opt.beta2
+            counts = [_trainer.update_count(opt, idx) for idx in indices]
+            lrs = [lr * math.sqrt(1.0 - b2 ** t) / (1.0 - b1 ** t)
+                   for lr, t in zip(lrs, counts, strict=True)]
+        inputs = []
+        for k, (gw, w, e, m, r, g2, mode) in enumerate(zip(gws, ws, noise, mus, rhos, g2s,
+                                                           self.modes, strict=True)):
             states = []
-            for idx, weight in ((imu, m), (irho, r)):
-                _trainer.count_update(opt, idx)
-                lr, wd = _trainer.lr_wd(opt, idx)
-                if adam:
-                    t = _trainer.update_count(opt, idx)
-                    lr *= math.sqrt(1.0 - opt.beta2 ** t) / (1.0 - opt.beta1 ** t)
-                if adam or opt.momentum:
+            if adam or opt.momentum:
+                for idx, weight in ((indices[2 * k], m), (indices[2 * k + 1], r)):
                     if idx not in states_of:
                         states_of[idx] = opt.create_state_multi_precision(idx, weight)
                         synced[idx] = True
                     state = states_of[idx]  # Adam: (mean, var); SGD: the momentum
                     states.extend(state if adam else [state])
-                lrs.append(repr(lr))
-                wds.append(repr(wd))
             inputs += [gw, w, e, m, r, *states, *([g2] if mode else [])]
+        lrs, wds = [repr(v) for v in lrs], [repr(v) for v in wds]
         extra = {"beta1": repr(opt.beta1), "beta2": repr(opt.beta2),
                  "epsilon": repr(opt.epsilon)} if adam else {"momentum": repr(opt.momentum)}
         # Every layer in one operator (see draw); lists hold one entry per layer.
-        mx.nd.bbb_update_layers(*inputs, guard, guard=1, layers=len(layers),
-                                aux=self._aux_list, adam=int(adam),
-                                lr_mu=",".join(lrs[0::2]), lr_rho=",".join(lrs[1::2]),
-                                wd_mu=",".join(wds[0::2]), wd_rho=",".join(wds[1::2]),
-                                rescale=repr(opt.rescale_grad), clip=repr(clip),
-                                scale=repr(scale), **extra, **self.attrs)
+        return mx.nd.bbb_update_layers(*inputs, guard, guard=1, layers=len(layers),
+                                       cost=int(cost), aux=self._aux_list, adam=int(adam),
+                                       lr_mu=",".join(lrs[0::2]), lr_rho=",".join(lrs[1::2]),
+                                       wd_mu=",".join(wds[0::2]), wd_rho=",".join(wds[1::2]),
+                                       rescale=repr(opt.rescale_grad), clip=repr(clip),
+                                       scale=repr(scale), **extra, **self.attrs)
 
     def __call__(self, X, y, batch_index, samples=1, eps=None, want_complexity=False,
-                 step_size=None, batch_size=None):
+                 step_size=None, batch_size=None, watch=None):
         """Update on batch ``(X, y)``; returns ``(nll_sum, complexity)`` as NDArrays of
         shape (1,) on the first context (``complexity`` is the unweighted cost :math:`C`
         of the first device's first sample, computed only if ``want_complexity``, else
@@ -343,7 +389,9 @@ class FusedBBBStep:
         ``eps[k][s]``: per-layer noise (list of arrays) for device ``k``, sample ``s``.
         ``step_size`` goes to ``trainer.step`` (default the batch size). ``batch_size``:
         the examples of the whole batch when ``X`` is one worker's shard of it (default
-        ``X.shape[0]``); the complexity cost is shared out by it.
+        ``X.shape[0]``); the complexity cost is shared out by it. ``watch``: an array of
+        shape (1,) on the first context that each sample's likelihood cost (NaN where a
+        batch was skipped) is added to.
         """
         ctxs = self.posterior.contexts
         Xs = mx.gluon.utils.split_and_load(X, ctxs, even_split=False)
@@ -358,8 +406,9 @@ class FusedBBBStep:
             mus, rhos = self.posterior.mu(ctx), self.posterior.rho(ctx)
             scale = pi * xb.shape[0] / batch_size if pi > self.skip_below else 0.0
             gws, tmp_mu, tmp_rho, g2s = self._grad_buffers(ctx)
-            params_mu = [p.grad(ctx) for p in self.posterior.mu_parameters]
-            params_rho = [p.grad(ctx) for p in self.posterior.rho_parameters]
+            if not plan:  # bbb_grad writes the parameters' gradients
+                params_mu = [p.grad(ctx) for p in self.posterior.mu_parameters]
+                params_rho = [p.grad(ctx) for p in self.posterior.rho_parameters]
             for s in range(samples):
                 noise, ws, aux, extra = self.draw(ctx, k, mus, rhos) if eps is None \
                     else self._given(ctx, eps[k][s], mus, rhos)
@@ -374,26 +423,31 @@ class FusedBBBStep:
                     out = self.forward(leaves, ctx, xb, dict(enumerate(aux)), extra)
                     nll = self.nll(out, yb)
                 nll.backward()
-                nll_sum = nll.sum()
-                guard = _guard(nll_sum, xb, yb, gws + [g for _, g in marked])
-                if self.others:
-                    _zero_nonfinite([p.grad(ctx) for p in self.others], guard)
+                # the watch lives on the first context, which is the first shard's
+                here = watch if k == 0 else None
+                guard = _fused_guard(nll, xb, yb, gws + [g for _, g in marked], here,
+                                     [p.grad(ctx) for p in self.others])
+                if watch is not None and here is None:
+                    watch += guard.as_in_context(watch.context).reshape((1,))
                 if samples > 1:
                     self._average_others(ctx, s, samples)
                 # the guard as the cost: a batch skipped for a NaN shows as one
-                first = guard.as_in_context(ctxs[0])
+                first = guard if k == 0 else guard.as_in_context(ctxs[0])
                 nll_sums.append(first / samples if samples > 1 else first)
-                if want_complexity and k == 0 and s == 0:
-                    # Before the update below changes mu and rho in place.
+                wanted = want_complexity and k == 0 and s == 0
+                if plan:
+                    # the cost's value, if wanted, from the update's own pass over the arrays
+                    cost = self._fused_update(plan, (gws, g2s), ws, noise, mus, rhos, scale,
+                                              step_size, guard, cost=wanted)
+                    if wanted:
+                        complexities.append(cost)
+                    continue
+                if wanted:  # before bbb_grad's update below changes mu and rho in place
                     cost = None
                     for w, e, m, r in zip(ws, noise, mus, rhos, strict=True):
                         c = mx.nd.bbb_cost(w, e, m, r, **self.attrs)
                         cost = c if cost is None else cost + c
                     complexities.append(cost)
-                if plan:
-                    self._fused_update(plan, (gws, g2s), ws, noise, mus, rhos, scale,
-                                       step_size, guard)
-                    continue
                 targets_mu = params_mu if s == 0 else tmp_mu
                 targets_rho = params_rho if s == 0 else tmp_rho
                 for gw, w, e, m, r, gm, gr, g2, mode in zip(

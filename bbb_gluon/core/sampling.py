@@ -110,6 +110,35 @@ def _swapped(net, posterior, weights, ctx):
             _private.set_parameter_arrays(param, data)
 
 
+def swapper(net, posterior):
+    """``swap(weights, ctx)``, a context manager that does what :func:`use_weights` does,
+    for a caller that puts arrays of the posterior's own shapes into the same network on
+    every call (a training step): the network is checked once, here, and each context's
+    positions found once, instead of on every call (on a small network those checks
+    were a good part of a step)."""
+    params = [posterior.check_net(net)[k] for k in posterior.keys]
+    lock = _lock_of(net)
+    positions = {}
+
+    @contextmanager
+    def swap(weights, ctx):
+        if ctx not in positions:
+            if any(ctx not in p.list_ctx() for p in params):
+                raise PosteriorMismatchError(f"the network has no copy of its parameters "
+                                             f"on {ctx}")
+            positions[ctx] = [p.list_ctx().index(ctx) for p in params]
+        with lock:
+            saved = []
+            try:
+                for param, index, w in zip(params, positions[ctx], weights, strict=True):
+                    saved.append((param, _swap_data(param, index, w)))
+                yield net
+            finally:
+                for param, data in reversed(saved):
+                    _private.set_parameter_arrays(param, data)
+    return swap
+
+
 @contextmanager
 def use_means(net, posterior, ctx=None):
     """Temporarily set the network's Dense parameters to the posterior means :math:`\\mu`."""

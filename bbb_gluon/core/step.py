@@ -211,8 +211,9 @@ class BBBStep:
         batch_index : int
             0-based position of the batch in its epoch (for the complexity weighting).
         want_complexity : bool, default True
-            Also return the complexity cost's value (one more pass over the posterior on
-            the fused engine, which otherwise computes only its gradient).
+            Also return the complexity cost's value. The fused engine sums it in the
+            update's own pass over the posterior (one context, one sample, Adam or SGD:
+            a few percent of a step), else in one more pass.
         batch_size : int, optional
             Examples in the whole batch when ``X`` is one worker's shard of it in
             distributed training (default ``X.shape[0]``): the learning rate applies to
@@ -232,32 +233,42 @@ class BBBStep:
         and sample ``s``, a flat array (reference engine) or a list of per-parameter
         arrays (fused), so that the two engines can be compared on the same noise."""
         X, y = self._as_batch(X, "X"), self._as_batch(y, "y")
-        # Shapes only (no host sync): NaN in a batch shows in the costs (``watch``).
-        if len(X.shape) == 0 or X.shape[0] == 0 or len(y.shape) == 0 \
-                or y.shape[0] != X.shape[0]:
+        # Shapes only (no host sync): NaN in a batch shows in the costs (``watch``). Each
+        # read of a shape is a call into MXNet: read once.
+        x_shape, y_shape = X.shape, y.shape
+        if len(x_shape) == 0 or x_shape[0] == 0 or len(y_shape) == 0 \
+                or y_shape[0] != x_shape[0]:
             raise ValueError(f"X and y must hold the same number (> 0) of examples along "
-                             f"their first axis, got X {tuple(X.shape)} and y "
-                             f"{tuple(y.shape)}")
-        batch_size = X.shape[0] if batch_size is None else batch_size
-        if batch_size < X.shape[0]:
+                             f"their first axis, got X {tuple(x_shape)} and y "
+                             f"{tuple(y_shape)}")
+        batch_size = x_shape[0] if batch_size is None else batch_size
+        if batch_size < x_shape[0]:
             raise ValueError(f"batch_size ({batch_size}) must be at least X's examples "
-                             f"({X.shape[0]})")
-        if X.shape[1:] not in self._taken:  # once a shape: one example through the network
+                             f"({x_shape[0]})")
+        if x_shape[1:] not in self._taken:  # once a shape: one example through the network
             check_network_takes(self.net, X, "X", self.posterior.contexts[0])
-            self._taken.add(X.shape[1:])
+            self._taken.add(x_shape[1:])
         step_size = batch_size if self.loss_reduction == "mean" else 1
         if self._fused is not None:
+            # The watch is summed inside the step's guard operator: no operator of its own
+            # (on a small network each is a good part of the step). It sums the likelihood
+            # costs; the complexity cost is finite where mu and rho are, and check_finite
+            # reads those.
+            if self.watch and self._watch is None:
+                self._watch = mx.nd.zeros((1,), ctx=self.posterior.contexts[0])
             costs = self._fused(X, y, batch_index, self.samples, eps=eps,
                                 want_complexity=want_complexity, step_size=step_size,
-                                batch_size=batch_size)
+                                batch_size=batch_size, watch=self._watch if self.watch else None)
         else:
             costs = reference_step(self.net, self.posterior, self.loss, self.trainer, X, y,
                                    batch_index, self.posterior.contexts, self.samples, eps,
                                    step_size, batch_size, self.rules)
+            if self.watch:
+                new = [c for c in costs if c is not None]
+                if self._watch is not None:
+                    new.append(self._watch)
+                self._watch = new[0] if len(new) == 1 else mx.nd.add_n(*new)
         self._calls += 1
-        if self.watch:
-            total = costs[0] if costs[1] is None else costs[0] + costs[1]
-            self._watch = total if self._watch is None else self._watch + total
         return costs
 
     def _as_batch(self, a, name):

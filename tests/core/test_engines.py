@@ -386,9 +386,8 @@ def test_bbb_grad_matches_float64_per_element(prior, complexity, scale):
     _assert_elementwise(grho, ref_rho, size_rho, 2e-5, "d/drho")
 
 
-@pytest.mark.parametrize("prior, complexity", KERNEL_PRIORS)
-def test_bbb_cost_matches_float64_per_element(prior, complexity):
-    arrays, (_, w, eps, mu, rho) = _extreme_inputs(n=400, seed=1)
+def _cost64(prior, complexity, w, eps, mu, rho):
+    """Each element's complexity cost in float64, and the size of its terms."""
     sigma = np.logaddexp(0, rho)
     if complexity == "kl":
         sp = prior.sigma
@@ -405,6 +404,13 @@ def test_bbb_cost_matches_float64_per_element(prior, complexity):
                 - HALF_LOG_2PI
         ref = log_q - log_p
         size = np.abs(log_q) + np.abs(log_p) + 0.5 * eps**2
+    return ref, size
+
+
+@pytest.mark.parametrize("prior, complexity", KERNEL_PRIORS)
+def test_bbb_cost_matches_float64_per_element(prior, complexity):
+    arrays, (_, w, eps, mu, rho) = _extreme_inputs(n=400, seed=1)
+    ref, size = _cost64(prior, complexity, w, eps, mu, rho)
     attrs = prior_attrs(prior, complexity)
     got = np.array([mx.nd.bbb_cost(*[mx.nd.array(a[i:i + 1]) for a in arrays[1:]],
                                    **attrs).asscalar() for i in range(len(w))])
@@ -413,6 +419,88 @@ def test_bbb_cost_matches_float64_per_element(prior, complexity):
     # ... and summed over an array, as the training step calls it.
     total = mx.nd.bbb_cost(*[mx.nd.array(a) for a in arrays[1:]], **attrs).asscalar()
     assert total == pytest.approx(ref.sum(), rel=1e-5, abs=1e-5 * size.sum())
+
+
+# ------------------------------------------- the cost's value from the update's own pass
+#
+# bbb_update(_layers) with cost=1 returns the complexity cost of mu and rho as they were
+# before the update (what bbb_cost gives), summed in the loop that updates them; its
+# terms are float32, so it is held to float32's precision of the terms' sizes against
+# float64, per element and summed; and asking for it changes no update by a bit.
+
+_ADAM = {"adam": 1, "beta1": "0.9", "beta2": "0.999", "epsilon": "1e-08"}
+
+
+def _update_cost(arrays, attrs, guard=0.0, cost=1, scale="0.01"):
+    """bbb_update on copies of float32 (gw, w, eps, mu, rho), Adam, with zero states:
+    (the cost it returns, mu and rho after it)."""
+    ins = [mx.nd.array(a) for a in arrays] + [mx.nd.zeros(arrays[0].shape) for _ in range(4)]
+    out = mx.nd.bbb_update(*ins, mx.nd.array([guard]), guard=1, cost=cost, lr_mu="0.001",
+                           lr_rho="0.002", rescale="1.0", clip="-1.0", scale=scale,
+                           **_ADAM, **attrs)
+    return out.asscalar(), ins[3].asnumpy(), ins[4].asnumpy()
+
+
+@pytest.mark.parametrize("prior, complexity", KERNEL_PRIORS)
+def test_the_updates_cost_matches_float64_per_element(prior, complexity):
+    arrays, (_, w, eps, mu, rho) = _extreme_inputs(n=400, seed=1)
+    ref, size = _cost64(prior, complexity, w, eps, mu, rho)
+    attrs = prior_attrs(prior, complexity)
+    got = np.array([_update_cost([a[i:i + 1] for a in arrays], attrs)[0]
+                    for i in range(len(w))])
+    assert np.isfinite(got).all()
+    _assert_elementwise(got, ref, size, 1e-5, "the update's cost")
+
+
+@pytest.mark.parametrize("prior, complexity", KERNEL_PRIORS)
+@pytest.mark.parametrize("scale", ["0.01", "0.0"])  # 0: the gradient's plain loop
+@pytest.mark.parametrize("guard", [0.0, float("nan")])  # NaN: no update, the cost asked
+def test_the_updates_cost_is_bbb_cost_and_changes_no_update(prior, complexity, scale, guard):
+    """Over whole arrays (6,000 elements: several blocks of the kernel's sum and a
+    partial one), to float32 rounding of the terms' total size."""
+    arrays, (_, w, eps, mu, rho) = _extreme_inputs(seed=5)
+    _, size = _cost64(prior, complexity, w, eps, mu, rho)
+    attrs = prior_attrs(prior, complexity)
+    want = mx.nd.bbb_cost(*[mx.nd.array(a) for a in arrays[1:]], **attrs).asscalar()
+    cost, mu_after, rho_after = _update_cost(arrays, attrs, guard, 1, scale)
+    assert cost == pytest.approx(want, rel=1e-5, abs=1e-6 * size.sum())
+    no_cost, mu_plain, rho_plain = _update_cost(arrays, attrs, guard, 0, scale)
+    assert no_cost == 0.0
+    np.testing.assert_array_equal(mu_after, mu_plain)
+    np.testing.assert_array_equal(rho_after, rho_plain)
+
+
+@pytest.mark.parametrize("adam, momentum", [(1, 0.0), (0, 0.0), (0, 0.9)])
+def test_bbb_update_layers_cost_is_the_sum_of_bbb_cost_over_the_layers(adam, momentum):
+    """Every optimiser's loop and every aux (shared sample, local, Flipout); to the bit
+    the same updates as without the cost."""
+    shapes, aux = [(60, 50), (60,), (7, 60)], [0, 2, 1]
+    states = 4 if adam else (2 if momentum else 0)
+
+    def arrays():
+        r = np.random.default_rng(7)
+        out = []
+        for s, a in zip(shapes, aux, strict=True):
+            layer = [mx.nd.array(r.normal(size=s).astype(np.float32)) for _ in range(5 + states)]
+            layer[4] = mx.nd.array(r.uniform(-6, 1, s).astype(np.float32))  # rho
+            out.append(layer + ([mx.nd.array(r.normal(size=s).astype(np.float32))] if a else []))
+        return out
+    attrs = dict(guard=1, layers=3, aux=",".join(map(str, aux)), adam=adam,
+                 lr_mu="0.001,0.002,0.003", lr_rho="0.003,0.001,0.01", wd_mu="0,0,0",
+                 wd_rho="0,0,0", rescale="0.0078125", clip="-1.0", scale="0.01",
+                 **prior_attrs(ScaleMixturePrior(0.5, 1.0, math.exp(-6)), "mc"),
+                 **({"beta1": "0.9", "beta2": "0.999", "epsilon": "1e-08"} if adam
+                    else {"momentum": repr(momentum)}))
+    with_cost, plain = arrays(), arrays()
+    want = sum(mx.nd.bbb_cost(*layer[1:5], **attrs).asscalar() for layer in with_cost)
+    g = mx.nd.array([0.0])
+    got = mx.nd.bbb_update_layers(*[a for layer in with_cost for a in layer], g, cost=1,
+                                  **attrs).asscalar()
+    mx.nd.bbb_update_layers(*[a for layer in plain for a in layer], g, **attrs)
+    assert got == pytest.approx(want, rel=1e-5)
+    for t, p in zip(with_cost, plain, strict=True):
+        for x, y in zip(t, p, strict=True):
+            np.testing.assert_array_equal(x.asnumpy(), y.asnumpy())
 
 
 # --------------------------------------------------------------------------- fused update
@@ -467,6 +555,21 @@ def test_fused_sgd_without_momentum_is_the_trainers_to_the_bit(monkeypatch, wd, 
     fused_step, p_fused, _, _ = _adam_steps(True, **kw)
     _, p_plain, _, _ = _adam_steps(False, **kw)
     assert fused_step._update and fused_step._update[0] is False
+    for a, b in zip(p_fused, p_plain, strict=True):
+        np.testing.assert_array_equal(a, b)
+
+
+def test_fused_sgd_follows_the_trainers_schedule_to_the_bit(monkeypatch):
+    """The fused update counts every index, then reads every rate (one call each): with a
+    schedule that changes the rate at each step, the Trainer's own numbers to the bit."""
+    def kw():  # a fresh scheduler each: it is stateful
+        sched = mx.lr_scheduler.FactorScheduler(step=1, factor=0.5, base_lr=0.3)
+        return dict(optimizer="sgd", extra={"learning_rate": 0.3, "lr_scheduler": sched},
+                    lr_mult=3.0, steps=4, monkeypatch=monkeypatch)
+    fused_step, p_fused, _, t_fused = _adam_steps(True, **kw())
+    _, p_plain, _, t_plain = _adam_steps(False, **kw())
+    assert fused_step._update and fused_step._update[0] is False
+    assert t_fused._optimizer.num_update == t_plain._optimizer.num_update == 4
     for a, b in zip(p_fused, p_plain, strict=True):
         np.testing.assert_array_equal(a, b)
 
