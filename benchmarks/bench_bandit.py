@@ -21,10 +21,14 @@ of 64 whatever the buffer holds.
 
 import argparse
 import os
+import sys
 import time
 
 from bbb_gluon import bandit
 from bbb_gluon.data import load_mushroom
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from cpu import print_cpu  # noqa: E402
 
 
 def gluon_rate(env, config, kind, steps):
@@ -48,6 +52,7 @@ def stacked_rate(env, config, steps, threads):
 
 
 def main():
+    print_cpu()
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--steps", type=int, default=200, help="stacked-engine interactions")
     p.add_argument("--gluon-steps", type=int, default=10, help="Gluon-loop interactions")

@@ -3,7 +3,8 @@
 Each measurement runs in a fresh process, so that each makes its own thread choice:
 
 - ``bbb``: the package as the command line runs it: ``bbb_gluon.threads.claim()`` first
-  (it takes the cores other programs leave idle), then a loop of ``BBBStep`` calls;
+  (it takes the cores other programs leave idle), then a loop of ``BBBStep`` calls
+  (README's call ``step(X, y, i)``);
 - ``bbb 1-thread``: the same with ``OMP_NUM_THREADS=1`` (what ``claim`` takes on a busy
   machine, so that its slowdown can be told apart from the loss of the second core that
   ``claim`` takes on a quiet one);
@@ -24,6 +25,9 @@ import os
 import subprocess
 import sys
 import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from cpu import print_cpu  # noqa: E402
 
 CHILD = r"""
 import sys, time
@@ -58,8 +62,7 @@ if MODE == "bbb":
     step = bbb.BBBStep(net, posterior, loss, trainer)
 
     def one(i):
-        step(X[i * batch:(i + 1) * batch], y[i * batch:(i + 1) * batch], i,
-             want_complexity=False)
+        step(X[i * batch:(i + 1) * batch], y[i * batch:(i + 1) * batch], i)  # README's call
 else:
     trainer = gluon.Trainer(net.collect_params(), "adam")
 
@@ -96,6 +99,7 @@ def timed(mode, workload, steps):
 
 
 def main(argv=None):
+    print_cpu()
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--steps", type=int, default=300)
     parser.add_argument("--tiny", action="store_true", help="a few steps, one load")

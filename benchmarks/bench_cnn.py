@@ -20,6 +20,7 @@ import math
 import statistics
 import sys
 import time
+from pathlib import Path
 
 import mxnet as mx
 import numpy as np
@@ -38,6 +39,9 @@ from bbb_gluon import (
     trainable_params,
 )
 from bbb_gluon.data import ArrayLoader, load_dataset
+
+sys.path.insert(0, str(Path(__file__).parent))
+from cpu import describe  # noqa: E402
 
 
 def lenet():
@@ -98,11 +102,11 @@ def bbb_epoch(net, loader, max_batches):
     step = BBBStep(net, posterior, loss, trainer)
 
     def run():
-        # As fit does: the complexity cost's value is not computed on every batch.
+        # README's call, the cost's value too (fit asks for it every 50th batch)
         for i, (X, y) in enumerate(loader.epoch(0)):
             if i == max_batches:
                 break
-            step(X, y, i, want_complexity=i % 50 == 0)
+            step(X, y, i)
     return run, step.engine
 
 
@@ -116,7 +120,9 @@ def main(argv=None):
     num_train = 384 if args.tiny else args.num_train
     epochs = 1 if args.tiny else args.epochs
     X, y, source = get_data(num_train)
-    print(f"data: {source}, {len(y)} training images, batch 128, Adam 1e-3, one sample/step")
+    print(f"cpu: {describe()}")
+    print(f"data: {source}, {len(y)} training images, batch 128, Adam 1e-3, one sample/step; "
+          "README's call step(X, y, i)")
 
     images = ArrayLoader(X.reshape(-1, 1, 28, 28), y, 128, shuffle=True, seed=0)
     plain = median_epoch(plain_epoch(lenet(), images, None), epochs)

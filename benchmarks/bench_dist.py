@@ -28,6 +28,9 @@ import time
 
 import numpy as np
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from cpu import print_cpu  # noqa: E402
+
 
 def get_data(num_train):
     from bbb_gluon.data import load_dataset
@@ -71,6 +74,7 @@ def worker(args):
 
 
 def main():
+    print_cpu()
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--hidden", default="400,400")
     p.add_argument("--models", default="bbb,plain")

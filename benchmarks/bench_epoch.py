@@ -3,7 +3,8 @@
 Measures, on the same data path (one MNIST-shaped array in memory, batched by slicing):
 
 - seconds per training epoch (60,000 examples, batch 128, Adam, one weight sample per
-  step) of the plain hybridized Gluon MLP (the floor), of bbb_gluon with the Monte-Carlo
+  step) of the plain hybridized Gluon MLP (the floor), of bbb_gluon (README's call
+  ``step(X, y, i)``, and once with ``want_complexity=False``) with the Monte-Carlo
   complexity cost and the scale-mixture prior (the default recipe), with Blundell's
   weighting, and with the closed-form Gaussian KL; median of several epochs after a
   warm-up, and each one's ratio to the floor; for 784-400-400-10 and 784-1200-1200-10;
@@ -21,7 +22,6 @@ import argparse
 import json
 import math
 import os
-import platform
 import resource
 import statistics
 import sys
@@ -40,6 +40,9 @@ from bbb_gluon.core.step import BBBStep, trainable_params
 from bbb_gluon.data import ArrayLoader, load_dataset
 from bbb_gluon.prediction import predict_proba
 from bbb_gluon.training import build_mlp
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from cpu import describe  # noqa: E402
 
 
 def get_data(num_train):
@@ -93,22 +96,24 @@ def plain_epoch_fn(hidden, loader, max_batches):
     return run
 
 
-def bbb_epoch_fn(hidden, loader, max_batches, prior, complexity, weighting, engine):
+def bbb_epoch_fn(hidden, loader, max_batches, prior, complexity, weighting, engine,
+                 want_complexity=True):
     net = make_net(hidden)
     posterior = Posterior(net, seed=0)
     loss = BBBLoss(prior, gluon.loss.SoftmaxCrossEntropyLoss(), complexity=complexity,
                    weighting=weighting, num_batches=len(loader))
     trainer = gluon.Trainer(trainable_params(net, posterior, loss), "adam",
                             {"learning_rate": 1e-3})
-    # The public step a user's own loop calls; fit runs the same one. The complexity
-    # cost's value is left out as fit leaves it out between progress reports.
+    # The public step a user's own loop calls; fit runs the same one. By default README's
+    # call, which returns the complexity cost's value too (want_complexity=False: fit
+    # between its progress reports).
     step = BBBStep(net, posterior, loss, trainer, engine=engine)
 
     def run():
         for i, (X, y) in enumerate(loader):
             if i == max_batches:
                 break
-            step(X, y, i, want_complexity=False)
+            step(X, y, i, want_complexity=want_complexity)
     return run
 
 
@@ -153,9 +158,10 @@ def main(argv=None):
         print(f"fused kernels unavailable ({fused.unavailable_reason()}); skipping them")
         engines.remove("fused")
     print(f"data: {source}; {num_train} training examples, batch 128, Adam, 1 sample/step")
-    print(f"machine: {platform.machine()}, {os.cpu_count()} cores, MXNet {mx.__version__}")
+    print(f"cpu: {describe()}; MXNet {mx.__version__}")
     results = {"data": source, "num_train": num_train, "batch_size": 128, "tiny": args.tiny,
-               "cores": os.cpu_count(), "mxnet": mx.__version__, "configs": []}
+               "cpu": describe(), "cores": os.cpu_count(), "mxnet": mx.__version__,
+               "configs": []}
     mixture = ScaleMixturePrior(0.5, 1.0, math.exp(-6))
     header = f"{'network':<18}{'model':<44}{'s/epoch':>9}{'x floor':>9}"
     print(header)
@@ -165,15 +171,17 @@ def main(argv=None):
         floor, _ = time_epochs(plain_epoch_fn(hidden, loader, max_batches), epochs, warmup)
         rows = [("plain hybridized MLP (floor)", floor)]
         for engine in engines:
+            # README's call step(X, y, i); the first case also without the cost's value
             cases = [
-                (f"bbb {engine}: MC, scale mixture, uniform", mixture, "mc", "uniform"),
-                (f"bbb {engine}: MC, scale mixture, Blundell", mixture, "mc", "blundell"),
+                (f"bbb {engine}: MC, scale mixture, uniform", mixture, "mc", "uniform", True),
+                ("  ... want_complexity=False", mixture, "mc", "uniform", False),
+                (f"bbb {engine}: MC, scale mixture, Blundell", mixture, "mc", "blundell", True),
                 (f"bbb {engine}: closed-form KL, Gaussian", GaussianPrior(1.0), "kl",
-                 "uniform"),
+                 "uniform", True),
             ]
-            for name, prior, complexity, weighting in cases:
+            for name, prior, complexity, weighting, want in cases:
                 fn = bbb_epoch_fn(hidden, loader, max_batches, prior, complexity, weighting,
-                                  engine)
+                                  engine, want)
                 seconds, _ = time_epochs(fn, epochs, warmup)
                 rows.append((name, seconds))
         for name, seconds in rows:

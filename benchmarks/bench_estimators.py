@@ -46,6 +46,7 @@ from bbb_gluon.data import ArrayLoader, load_dataset
 
 sys.path.insert(0, str(Path(__file__).parent))
 from bench_cnn import lenet, median_epoch, plain_epoch  # noqa: E402
+from cpu import describe  # noqa: E402
 
 PRIOR = ScaleMixturePrior(0.5, 1.0, math.exp(-6))
 
@@ -81,7 +82,7 @@ def step_epoch(step, loader, max_batches=None):
         for i, (X, y) in enumerate(loader.epoch(0)):
             if i == max_batches:
                 break
-            step(X, y, i, want_complexity=i % 50 == 0)  # as fit does
+            step(X, y, i)  # README's call: the cost's value too
     return run
 
 
@@ -166,9 +167,10 @@ def main(argv=None):
     num_train = 384 if args.tiny else args.num_train
     draws = 5 if args.tiny else args.draws
     epochs = 1 if args.tiny else args.epochs
-    results = {"threads": bbb_gluon.threads.current()}
+    results = {"threads": bbb_gluon.threads.current(), "cpu": describe()}
     X, y, source = data("mnist", num_train)
-    print(f"data: {source}; threads {results['threads']}")
+    print(f"cpu: {results['cpu']}")
+    print(f"data: {source}; threads {results['threads']}; README's call step(X, y, i)")
     if args.part in ("all", "variance"):
         results["variance"] = variance_table(X, y, draws, args.tiny, args.train_epochs)
         results["train_epochs"] = args.train_epochs

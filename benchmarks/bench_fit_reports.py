@@ -11,12 +11,16 @@ epoch (``log_every`` past the epoch's length) measured in the same process.
 
 import argparse
 import math
+import os
 import statistics
 import sys
 
 import bbb_gluon.threads
 from bbb_gluon import TrainConfig, fit
 from bbb_gluon.data import load_dataset
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from cpu import print_cpu  # noqa: E402
 
 
 def epoch_seconds(X, y, log_every, epochs):
@@ -29,6 +33,7 @@ def epoch_seconds(X, y, log_every, epochs):
 
 
 def main(argv=None):
+    print_cpu()
     bbb_gluon.threads.claim()  # every core, as the earlier rounds measured (docs/speed.md)
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--epochs", type=int, default=3)

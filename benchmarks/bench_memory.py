@@ -26,6 +26,9 @@ import resource
 import subprocess
 import sys
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from cpu import print_cpu  # noqa: E402
+
 CHILD = r"""
 import json, os, sys
 import numpy as np
@@ -91,6 +94,7 @@ def measure(what, n, samples, hidden):
 
 
 def main():
+    print_cpu()
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--samples", type=int, default=10)
     parser.add_argument("--scale", type=int, default=10)

@@ -6,6 +6,8 @@ against the fused kernels of bbb_gluon. Mean of 50 calls after a warm-up, waital
     python benchmarks/bench_ops.py
 """
 
+import os
+import sys
 import time
 
 import mxnet as mx
@@ -13,6 +15,9 @@ import numpy as np
 
 import bbb_gluon.threads
 from bbb_gluon._kernels import fused
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from cpu import print_cpu  # noqa: E402
 
 N = 478_410
 
@@ -28,6 +33,7 @@ def ms(fn, repeats=50):
 
 
 def main():
+    print_cpu()
     bbb_gluon.threads.claim()  # every core, as the earlier rounds measured (docs/speed.md)
     nd = mx.nd
     rng = np.random.default_rng(0)

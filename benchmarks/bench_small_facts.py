@@ -10,6 +10,8 @@ Usage: python benchmarks/bench_small_facts.py [--repeats N]
 
 import argparse
 import importlib.metadata
+import os
+import sys
 import time
 
 import mxnet as mx
@@ -17,6 +19,9 @@ import mxnet as mx
 import bbb_gluon.threads
 from bbb_gluon._mxnet_build import installed_builds
 from bbb_gluon.core import ops
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from cpu import print_cpu  # noqa: E402
 
 
 def best_of(fn, repeats):
@@ -29,6 +34,7 @@ def best_of(fn, repeats):
 
 
 def main(argv=None):
+    print_cpu()
     bbb_gluon.threads.claim()  # every core, as the earlier rounds measured (docs/speed.md)
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=20)

@@ -10,6 +10,8 @@ one logit; 500 weight samples over 500 test points. Prints milliseconds (best of
 """
 
 import argparse
+import os
+import sys
 import time
 
 import mxnet as mx
@@ -19,6 +21,9 @@ from mxnet.gluon import nn
 
 import bbb_gluon.threads
 from bbb_gluon import Posterior, predict_samples, predictive_paths
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from cpu import print_cpu  # noqa: E402
 
 
 def make_net():
@@ -54,6 +59,7 @@ def best_of(fn, repeats):
 
 
 def main():
+    print_cpu()
     bbb_gluon.threads.claim()  # every core, as the earlier rounds measured (docs/speed.md)
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--samples", type=int, default=500)

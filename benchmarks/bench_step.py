@@ -2,6 +2,10 @@
 synthetic data), for one estimator and prior: a small process to run twice, before and
 after a change, with ``farm-bench --vs`` (which alternates the two and pairs them).
 
+``--call readme`` (the default) times README's call ``step(X, y, i)``, which also returns
+the complexity cost's value; ``--call fit`` asks for it every 50th step, as ``fit`` does;
+``--call no-cost`` never asks (``want_complexity=False``).
+
     python benchmarks/bench_step.py [--estimator local] [--prior gaussian] [--steps 300]
 """
 
@@ -15,10 +19,13 @@ def main(argv=None):
                         choices=("reparam", "local", "flipout"))
     parser.add_argument("--prior", default="mixture", choices=("mixture", "gaussian"))
     parser.add_argument("--steps", type=int, default=300)
+    parser.add_argument("--call", default="readme", choices=("readme", "fit", "no-cost"))
     args = parser.parse_args(argv)
 
     import bbb_gluon.threads
     bbb_gluon.threads.claim()
+    from cpu import print_cpu
+    print_cpu()
     import mxnet as mx
     import numpy as np
     from mxnet import gluon
@@ -50,11 +57,12 @@ def main(argv=None):
         step(X, y, i)
     mx.nd.waitall()
     start = time.perf_counter()
+    every = {"readme": 1, "fit": 50, "no-cost": 0}[args.call]
     for i in range(args.steps):
-        step(X, y, i, want_complexity=i % 50 == 0)  # as fit does
+        step(X, y, i, want_complexity=every > 0 and i % every == 0)
     mx.nd.waitall()
     took = (time.perf_counter() - start) / args.steps
-    print(f"{args.estimator} {args.prior} {took * 1e3:.2f} ms/step "
+    print(f"{args.estimator} {args.prior} {args.call} {took * 1e3:.2f} ms/step "
           f"(threads {bbb_gluon.threads.current()})")
 
 

@@ -5,7 +5,8 @@ first (an engine thread's count can only go down: ``bbb_gluon._kernels.threads``
 
 - seconds per training epoch (60,000 images, batch 128, Adam) of the plain hybridized
   MLP (784-400-400-10, and the other --hidden widths) and of the same network with
-  ``BBBStep`` on the fused engine (scale mixture, Monte-Carlo cost, uniform weighting);
+  ``BBBStep`` on the fused engine (scale mixture, Monte-Carlo cost, uniform weighting),
+  README's call ``step(X, y, i)`` and, in a second column, ``want_complexity=False``;
   median of --epochs after a warm-up;
 - for 2x400, seconds of a 100-sample Monte-Carlo predictive on the 10,000 test images,
   and of 100 plain forward passes over them.
@@ -33,6 +34,7 @@ from bench_epoch import (  # noqa: E402
     plain_epoch_fn,
     time_epochs,
 )
+from cpu import describe  # noqa: E402
 
 import bbb_gluon.threads
 from bbb_gluon._kernels import fused  # noqa: E402
@@ -88,6 +90,7 @@ def main():
         Xt = Xt[:500]
     loader = ArrayLoader(X, y, 128, shuffle=True, seed=0, ctx=mx.cpu())
     widths = [int(h) for h in args.hidden.split(",")]
+    print(f"cpu: {describe()}")
     print(f"data: {source}; prior {prior!r}; {cores()} cores; OMP_NUM_THREADS="
           f"{os.environ.get('OMP_NUM_THREADS', '(unset)')}; median of {epochs} epochs")
     epochs_at, predictive = {}, {}
@@ -99,17 +102,23 @@ def main():
                 plain, _ = time_epochs(plain_epoch_fn(hidden, loader, max_batches), epochs, 1)
                 bbb, _ = time_epochs(bbb_epoch_fn(hidden, loader, max_batches, prior, "mc",
                                                   "uniform", "fused"), epochs, 1)
-                epochs_at[(units, n)] = (plain, bbb)
+                no_cost, _ = time_epochs(bbb_epoch_fn(hidden, loader, max_batches, prior,
+                                                      "mc", "uniform", "fused", False),
+                                         epochs, 1)
+                epochs_at[(units, n)] = (plain, bbb, no_cost)
             predictive[n] = bench_predictive(Xt, samples, (400, 400))
     configure()
+    # bbb: README's call step(X, y, i); no cost: want_complexity=False
     print(f"{'network':<16}{'threads':>8}{'plain s/epoch':>15}{'bbb s/epoch':>13}"
-          f"{'bbb/plain':>11}{'bbb/fastest plain':>19}")
+          f"{'bbb/plain':>11}{'bbb/fastest plain':>19}{'no cost s/epoch':>17}"
+          f"{'no cost/plain':>15}")
     for units in widths:
         floor = min(epochs_at[(units, n)][0] for n in counts)
         for n in sorted(counts):
-            plain, bbb = epochs_at[(units, n)]
+            plain, bbb, no_cost = epochs_at[(units, n)]
             print(f"{f'784-{units}-{units}-10':<16}{n:>8}{plain:>15.2f}{bbb:>13.2f}"
-                  f"{bbb / plain:>11.2f}{bbb / floor:>19.2f}")
+                  f"{bbb / plain:>11.2f}{bbb / floor:>19.2f}{no_cost:>17.2f}"
+                  f"{no_cost / plain:>15.2f}")
     floor = min(det for _, det in predictive.values())
     print(f"{'threads':>7} {samples}-sample predictive s  {samples} plain passes s  "
           f"predictive/plain  predictive/fastest plain")

@@ -25,6 +25,9 @@ import sys
 import time
 from functools import partial
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from cpu import print_cpu  # noqa: E402
+
 LR = dict(lr=1e-3, wd=0.0, rescale_grad=1 / 128)
 
 
@@ -41,6 +44,7 @@ def mxnet_update(mx, name, layers, states):
 
 
 def main(argv=None):
+    print_cpu()
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--threads", type=int, default=1,
                         help="OpenMP threads (set before MXNet loads; default 1)")

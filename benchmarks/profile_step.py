@@ -20,6 +20,7 @@ import mxnet as mx
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from bench_epoch import bbb_epoch_fn, get_data, plain_epoch_fn  # noqa: E402
+from cpu import print_cpu  # noqa: E402
 
 import bbb_gluon.threads
 from bbb_gluon._kernels.threads import cores, using_threads  # noqa: E402
@@ -55,6 +56,7 @@ def profile(run, steps, label):
 
 
 def main():
+    print_cpu()
     bbb_gluon.threads.claim()  # every core, as the earlier rounds measured (docs/speed.md)
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--steps", type=int, default=200)

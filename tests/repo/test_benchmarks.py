@@ -106,7 +106,9 @@ def test_busy_machine_benchmark_runs_in_tiny_mode():
     done = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "bench_busy.py"), "--tiny"],
                           capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr[-2000:]
-    rows = [line.split() for line in done.stdout.splitlines()[2:]]
+    lines = done.stdout.splitlines()
+    assert lines[0].startswith("cpu: ")
+    rows = [line.split() for line in lines[3:]]
     assert [r[1] for r in rows] == ["tiny", "2x400"]
     assert all(float(r[-1]) > 0 for r in rows)
 
@@ -152,5 +154,30 @@ def test_step_benchmark_prints_its_milliseconds_per_step(estimator):
                            "--steps", "3", "--estimator", estimator, "--prior", "gaussian"],
                           capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr[-2000:]
-    words = done.stdout.split()
-    assert words[:2] == [estimator, "gaussian"] and float(words[2]) > 0 and words[3] == "ms/step"
+    lines = done.stdout.splitlines()
+    assert lines[0].startswith("cpu: ")
+    words = lines[-1].split()
+    assert words[:3] == [estimator, "gaussian", "readme"]  # README's call by default
+    assert float(words[3]) > 0 and words[4] == "ms/step"
+
+
+def test_floor_benchmark_runs_in_tiny_mode():
+    done = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "bench_floor.py"),
+                           "--tiny"], capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-2000:]
+    lines = done.stdout.splitlines()
+    assert lines[0].startswith("cpu: ") and "GB/s" in lines[1]
+    rows = [line for line in lines if "x the floor" in line]
+    assert len(rows) == 2 and "README's call" in rows[0] and "want_complexity=False" in rows[1]
+    assert float(lines[-1].split(":")[1].split()[0]) > 0  # README's call / without the cost
+
+
+def test_small_step_benchmark_runs_in_tiny_mode():
+    done = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "bench_small_step.py"),
+                           "--tiny"], capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-2000:]
+    lines = done.stdout.splitlines()
+    assert lines[0].startswith("cpu: ")
+    rows = [line.split() for line in lines[2:]]
+    assert [r[0] for r in rows] == ["13-50-1", "1-50-50-1", "13-50-1"]
+    assert all(float(r[-1].rstrip("x")) > 0 and float(r[-4].rstrip("x")) > 0 for r in rows)
