@@ -169,7 +169,7 @@ MXReturnValue three_shape(const Attrs&, std::vector<std::vector<unsigned int>>*,
 
 MXReturnValue scalar_shape(const Attrs&, std::vector<std::vector<unsigned int>>* in_shapes,
                            std::vector<std::vector<unsigned int>>* out_shapes) {
-  (*out_shapes)[0] = {1};
+  for (auto& s : *out_shapes) s = {1};
   return MX_SUCCESS;
 }
 
@@ -847,7 +847,8 @@ MXReturnValue parse_update(const Attrs& a, int* i, int* o) {
 //   bbb_draw_layers(mu_0..mu_L-1, rho_0..rho_L-1) -> eps_0.., w_0.., then the aux output
 //                                                  of each layer whose aux is not 0
 //   bbb_update_layers(per layer: gw, w, eps, mu, rho, states.., g2 where aux; then the
-//                     guard) -> (1,)
+//                     guard) -> (1,); with check=1 (see checks), the guard computed here
+//                     -> (guard, cost)
 std::vector<std::string> attr_list(const Attrs& a, const char* k) {
   std::vector<std::string> out;
   auto it = a.find(k);
@@ -934,11 +935,37 @@ int layer_update_inputs(const Attrs& a, int aux) { return update_inputs(a) + (au
 constexpr std::initializer_list<const char*> kUpdateLists = {"aux", "lr_mu", "lr_rho", "wd_mu",
                                                                "wd_rho"};
 
+// g's NaN and infinite entries set to 0; all of them where `ok` is false.
+void keep_finite(float* g, int64_t n, bool ok) {
+  if (!ok) {
+    std::fill(g, g + n, 0.f);
+    return;
+  }
+#pragma omp parallel for simd schedule(static) num_threads(threads_for(n))
+  for (int64_t i = 0; i < n; ++i) g[i] = finite_bits(g[i]) ? g[i] : 0.f;
+}
+
+// check=1: the guard is computed here instead of taken as an input (bbb_finite's work in
+// the same operator: on a small network each operator launched is a good part of a step).
+// The inputs after the layers' are then the batch's costs, X and y, `keep` gradients and,
+// with watch=1, the watch, in place of the guard; the outputs are the guard (the costs' sum,
+// NaN where they, X, y or a layer's likelihood gradient hold a NaN or an infinity) and the
+// complexity cost. The keep gradients and the watch are treated as bbb_finite treats them.
+inline bool checks(const Attrs& a) { return attr_u(a, "check") != 0; }
+inline int check_inputs(const Attrs& a) {
+  return 3 + static_cast<int>(attr_u(a, "keep")) + (attr_u(a, "watch") != 0 ? 1 : 0);
+}
+
+int layers_inputs(const Attrs& a) {
+  int n = 0;
+  for (int x : layer_aux(a)) n += layer_update_inputs(a, x);
+  return n;
+}
+
 MXReturnValue parse_update_layers(const Attrs& a, int* i, int* o) {
   if (!lists_fit(a, kUpdateLists)) return MX_FAIL;
-  int n = guarded(a);
-  for (int x : layer_aux(a)) n += layer_update_inputs(a, x);
-  return parse_n(a, i, o, n, 1);
+  if (checks(a)) return parse_n(a, i, o, layers_inputs(a) + check_inputs(a), 2);
+  return parse_n(a, i, o, layers_inputs(a) + guarded(a), 1);
 }
 
 MXReturnValue mutate_update_layers(const Attrs& a, std::vector<int>* inputs) {
@@ -947,7 +974,18 @@ MXReturnValue mutate_update_layers(const Attrs& a, std::vector<int>* inputs) {
     for (int k = 3; k < update_inputs(a); ++k) inputs->push_back(offset + k);
     offset += layer_update_inputs(a, x);
   }
+  if (checks(a))  // the keep gradients and the watch, after the costs, X and y
+    for (int k = offset + 3; k < offset + check_inputs(a); ++k) inputs->push_back(k);
   return MX_SUCCESS;
+}
+
+bool any_not_finite(MXTensor& t) {
+  const float* x = t.data<float>();
+  const int64_t n = t.size();
+  int bad = 0;
+#pragma omp parallel for reduction(| : bad) schedule(static) num_threads(threads_for(n))
+  for (int64_t i = 0; i < n; ++i) bad |= finite_bits(x[i]) ? 0 : 1;
+  return bad != 0;
 }
 
 MXReturnValue update_layers_forward(const Attrs& attrs, std::vector<MXTensor>* inputs,
@@ -956,15 +994,50 @@ MXReturnValue update_layers_forward(const Attrs& attrs, std::vector<MXTensor>* i
   const bool guard = guarded(attrs) != 0;
   const auto layers = per_layer_attrs(attrs, kUpdateLists);
   const bool want = attr_u(attrs, "cost") != 0;
+  const bool check = checks(attrs);
   double cost = 0.0;  // summed over the layers in double, rounded to float once
+  float guard_value = 0.f;
+  if (check) {  // bbb_finite(costs, X, y, every likelihood gradient, value=2), first
+    const int first = layers_inputs(attrs);
+    bool bad = false;
+    for (int k = first; k < first + 3; ++k) bad = bad || any_not_finite((*inputs)[k]);
+    int offset = 0;
+    for (int x : aux) {  // each layer's gw, and its g2 where it has one
+      bad = bad || any_not_finite((*inputs)[offset]);
+      const int n = layer_update_inputs(attrs, x);
+      if (x) bad = bad || any_not_finite((*inputs)[offset + n - 1]);
+      offset += n;
+    }
+    const float* c = (*inputs)[first].data<float>();
+    double sum = 0.0;
+    for (int64_t i = 0; i < (*inputs)[first].size(); ++i) sum += c[i];
+    const uint32_t nan_bits = 0x7fc00000u;
+    float nan;
+    std::memcpy(&nan, &nan_bits, sizeof nan);
+    guard_value = bad ? nan : static_cast<float>(sum);
+    (*outputs)[0].data<float>()[0] = guard_value;
+  }
   int offset = 0;
   for (int k = 0; k < static_cast<int>(aux.size()); ++k) {
-    const Attrs& la = layers[k];
+    Attrs la = layers[k];
     const int n = layer_update_inputs(attrs, aux[k]);
     std::vector<MXTensor> ins(inputs->begin() + offset, inputs->begin() + offset + n);
-    if (guard) ins.push_back(inputs->back());
+    if (check) {
+      la["guard"] = "1";
+      ins.push_back((*outputs)[0]);  // the guard just computed
+    } else if (guard) {
+      ins.push_back(inputs->back());
+    }
     if (update_layer(la, &ins, want ? &cost : nullptr) != MX_SUCCESS) return MX_FAIL;
     offset += n;
+  }
+  if (check) {
+    const int keep = static_cast<int>(attr_u(attrs, "keep"));
+    for (int k = offset + 3; k < offset + 3 + keep; ++k)
+      keep_finite((*inputs)[k].data<float>(), (*inputs)[k].size(), finite_bits(guard_value));
+    if (attr_u(attrs, "watch") != 0) inputs->back().data<float>()[0] += guard_value;
+    (*outputs)[1].data<float>()[0] = static_cast<float>(cost);
+    return MX_SUCCESS;
   }
   (*outputs)[0].data<float>()[0] = static_cast<float>(cost);
   return MX_SUCCESS;
@@ -988,16 +1061,6 @@ MXReturnValue cost_forward(const Attrs& attrs, std::vector<MXTensor>* inputs,
     return MX_FAIL;
   (*outputs)[0].data<float>()[0] = static_cast<float>(total + static_cast<double>(n) * cost_constant(p));
   return MX_SUCCESS;
-}
-
-// g's NaN and infinite entries set to 0; all of them where `ok` is false.
-void keep_finite(float* g, int64_t n, bool ok) {
-  if (!ok) {
-    std::fill(g, g + n, 0.f);
-    return;
-  }
-#pragma omp parallel for simd schedule(static) num_threads(threads_for(n))
-  for (int64_t i = 0; i < n; ++i) g[i] = finite_bits(g[i]) ? g[i] : 0.f;
 }
 
 // ---- bbb_finite: 0 when every element of every input is finite, else NaN -------------

@@ -33,7 +33,8 @@ vectorised loops behind fifteen operators, and MXNet loads it as an operator lib
   cost's value, summed in that same pass (README's call asks for it at every step);
 - ``bbb_draw_layers``, ``bbb_update_layers``: ``bbb_draw`` and ``bbb_update`` on every
   layer in one call (the same numbers), as the fused step runs them: on a small network
-  the step's time goes to launching operators, one per layer before;
+  the step's time goes to launching operators, one per layer before; with ``check=1`` the
+  update also computes its guard, as ``bbb_finite`` does (one launch fewer a step);
 - ``bbb_finite``: 0 (or, with ``value=1``, its first input's value; with ``value=2``, its
   sum) when every element of its inputs is finite, else NaN: the step's cost and guard in
   one, so that a batch with a NaN never reaches :math:`\\mu` and :math:`\\rho`; it may

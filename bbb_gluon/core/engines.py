@@ -64,13 +64,15 @@ def _finite_op(nll, arrays, watch, keep):
                             value=2, keep=len(keep), watch=int(watch is not None))
 
 
+def _all_float32(*arrays):
+    return all(a.dtype == np.float32 for a in arrays)
+
+
 def _fused_guard(nll, X, y, grads, watch, keep):
     """:func:`_guard` for the fused step, whose gradient buffers are float32 arrays on a
     CPU with the kernels loaded: only the batch's and the others' types are read (each
     read is a call into MXNet, and on a small network they add up)."""
-    f32 = np.float32
-    if X.dtype == f32 and y.dtype == f32 and nll.dtype == f32 and \
-            all(g.dtype == f32 for g in keep):
+    if _all_float32(nll, X, y, *keep):
         return _finite_op(nll, [X, y, *grads], watch, keep)
     return _guard(nll, X, y, grads, watch, keep)
 
@@ -329,13 +331,17 @@ class FusedBBBStep:
     # (``grads``: the likelihood's gradients w.r.t. the weights and, per key under an
     # estimator, w.r.t. its perturbation or variance).
     def _fused_update(self, plan, grads, ws, noise, mus, rhos, scale, step_size, guard,
-                      cost=False):
+                      cost=False, check=None):
         """The gradient kernel and the optimiser's step on every layer: the bookkeeping
         of ``Trainer.step`` / ``Optimizer.update`` (update counts, learning rate with its
         multipliers and schedule, Adam's bias correction, state creation) in Python, the
         arithmetic in ``bbb_update_layers`` (``bbb_update`` on every layer). With ``cost``,
         returns the complexity cost's value (shape (1,), from mu and rho before the update),
-        which the kernel sums in the same pass; else its output is 0."""
+        which the kernel sums in the same pass; else its output is 0.
+
+        ``check``: ``(nll, X, y, keep, watch)`` in place of ``guard`` (None): the kernel
+        computes the guard itself, as :func:`_guard` would with these, and returns
+        ``(guard, cost)``."""
         adam, layers = plan
         trainer = self.trainer
         opt = _trainer.optimizer(trainer)
@@ -371,8 +377,14 @@ class FusedBBBStep:
         lrs, wds = [repr(v) for v in lrs], [repr(v) for v in wds]
         extra = {"beta1": repr(opt.beta1), "beta2": repr(opt.beta2),
                  "epsilon": repr(opt.epsilon)} if adam else {"momentum": repr(opt.momentum)}
+        if check is None:
+            tail, more = [guard], {"guard": 1}
+        else:  # the guard in the same operator: one launch fewer a step
+            nll, X, y, keep, watch = check
+            tail = [nll, X, y, *keep, *([] if watch is None else [watch])]
+            more = {"check": 1, "keep": len(keep), "watch": int(watch is not None)}
         # Every layer in one operator (see draw); lists hold one entry per layer.
-        return mx.nd.bbb_update_layers(*inputs, guard, guard=1, layers=len(layers),
+        return mx.nd.bbb_update_layers(*inputs, *tail, **more, layers=len(layers),
                                        cost=int(cost), aux=self._aux_list, adam=int(adam),
                                        lr_mu=",".join(lrs[0::2]), lr_rho=",".join(lrs[1::2]),
                                        wd_mu=",".join(wds[0::2]), wd_rho=",".join(wds[1::2]),
@@ -425,8 +437,18 @@ class FusedBBBStep:
                 nll.backward()
                 # the watch lives on the first context, which is the first shard's
                 here = watch if k == 0 else None
-                guard = _fused_guard(nll, xb, yb, gws + [g for _, g in marked], here,
-                                     [p.grad(ctx) for p in self.others])
+                keep = [p.grad(ctx) for p in self.others]
+                wanted = want_complexity and k == 0 and s == 0
+                if plan and _all_float32(nll, xb, yb, *keep):
+                    # the guard, the update and the cost's value in one operator
+                    guard, cost = self._fused_update(plan, (gws, g2s), ws, noise, mus, rhos,
+                                                     scale, step_size, None, cost=wanted,
+                                                     check=(nll, xb, yb, keep, here))
+                    nll_sums.append(guard)
+                    if wanted:
+                        complexities.append(cost)
+                    continue
+                guard = _fused_guard(nll, xb, yb, gws + [g for _, g in marked], here, keep)
                 if watch is not None and here is None:
                     watch += guard.as_in_context(watch.context).reshape((1,))
                 if samples > 1:
@@ -434,7 +456,6 @@ class FusedBBBStep:
                 # the guard as the cost: a batch skipped for a NaN shows as one
                 first = guard if k == 0 else guard.as_in_context(ctxs[0])
                 nll_sums.append(first / samples if samples > 1 else first)
-                wanted = want_complexity and k == 0 and s == 0
                 if plan:
                     # the cost's value, if wanted, from the update's own pass over the arrays
                     cost = self._fused_update(plan, (gws, g2s), ws, noise, mus, rhos, scale,

@@ -503,6 +503,54 @@ def test_bbb_update_layers_cost_is_the_sum_of_bbb_cost_over_the_layers(adam, mom
             np.testing.assert_array_equal(x.asnumpy(), y.asnumpy())
 
 
+@pytest.mark.parametrize("bad", [None, "X", "g2", "costs"])
+def test_bbb_update_layers_computes_its_guard_as_bbb_finite_does(bad):
+    """check=1: the guard (the costs' sum, NaN where the costs, X, y or a likelihood
+    gradient hold a NaN), the update, the others' gradients made finite and the watch, in
+    one operator: what bbb_finite followed by the guarded update gives, to the bit."""
+    shapes, aux = [(30, 20), (30,), (5, 30)], [0, 2, 1]
+
+    def arrays():
+        r = np.random.default_rng(11)
+        layers = [[mx.nd.array(r.normal(size=s).astype(np.float32)) for _ in range(9)]
+                  + ([mx.nd.array(r.normal(size=s).astype(np.float32))] if a else [])
+                  for s, a in zip(shapes, aux, strict=True)]
+        costs, X, y = (mx.nd.array(r.normal(size=n).astype(np.float32)) for n in (16, 48, 16))
+        keep = mx.nd.array(np.array([1.0, np.inf, np.nan, -2.0], dtype=np.float32))
+        watch = mx.nd.array([5.0])
+        if bad == "X":
+            X[3] = np.nan
+        elif bad == "g2":
+            layers[2][-1][1, 2] = np.inf
+        elif bad == "costs":
+            costs[0] = np.nan
+        return layers, costs, X, y, keep, watch
+    attrs = dict(layers=3, aux=",".join(map(str, aux)), adam=1, lr_mu="0.001,0.002,0.003",
+                 lr_rho="0.003,0.001,0.01", wd_mu="0,0,0", wd_rho="0,0,0", rescale="0.1",
+                 clip="-1.0", scale="0.01", beta1="0.9", beta2="0.999", epsilon="1e-08",
+                 cost=1, **prior_attrs(GaussianPrior(1.0), "mc"))
+    layers, costs, X, y, keep, watch = arrays()
+    flat = [a for layer in layers for a in layer]
+    guard, cost = mx.nd.bbb_update_layers(*flat, costs, X, y, keep, watch, check=1, keep=1,
+                                          watch=1, **attrs)
+    layers2, costs2, X2, y2, keep2, watch2 = arrays()
+    checked = [X2, y2] + [layer[0] for layer in layers2] + [layer[9] for layer in layers2
+                                                           if len(layer) == 10]
+    guard2 = mx.nd.bbb_finite(costs2, *checked, keep2, watch2, num_arrays=len(checked) + 3,
+                              value=2, keep=1, watch=1)
+    cost2 = mx.nd.bbb_update_layers(*[a for layer in layers2 for a in layer], guard2, guard=1,
+                                    **attrs)
+    g, g2 = guard.asscalar(), guard2.asscalar()
+    assert (np.isnan(g) and np.isnan(g2)) if bad else g == g2 == pytest.approx(
+        costs.asnumpy().astype(np.float64).sum(), rel=1e-6)
+    assert cost.asscalar() == cost2.asscalar()
+    for x1, x2 in zip(flat + [keep, watch], [a for layer in layers2 for a in layer]
+                      + [keep2, watch2], strict=True):
+        np.testing.assert_array_equal(x1.asnumpy(), x2.asnumpy())
+    assert np.isfinite(keep.asnumpy()).all()
+    assert (keep.asnumpy() == 0).all() == bool(bad)  # all zeroed where the guard fails
+
+
 # --------------------------------------------------------------------------- fused update
 
 
