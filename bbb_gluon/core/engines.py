@@ -19,7 +19,7 @@ from .._kernels.fused import (
 )
 from . import ops
 from .estimators import key_modes, perturbed, sample_noise, swapped
-from .guard import _all_float32, _fused_guard, _guard, _zero_nonfinite, first_not_finite
+from .guard import all_float32, batch_guard, first_not_finite, fused_guard, zero_nonfinite
 from .priors import GaussianPrior, ScaleMixturePrior
 from .sampling import swapper
 
@@ -87,13 +87,13 @@ def reference_step(net, posterior, loss_fn, trainer, X, y, batch_index, ctxs, sa
     # (but by Adam's momentum or weight decay), and the cost returned shows it, without a
     # host read.
     grads = [g for p in _trainer.params(trainer) if p.grad_req != "null" for g in p.list_grad()]
-    guards = [_guard(nll, xb, yb, [g for g in grads if g.context == xb.context])
+    guards = [batch_guard(nll, xb, yb, [g for g in grads if g.context == xb.context])
               for nll, xb, yb in zip(nlls, Xs, ys, strict=True)]
     total = guards[0].as_in_context(ctxs[0])
     for v in guards[1:]:
         total = total + v.as_in_context(ctxs[0])
     total = total.reshape((1,))
-    _zero_nonfinite(grads, total)  # as the fused kernels skip the update
+    zero_nonfinite(grads, total)  # as the fused kernels skip the update
     trainer.step(batch_size if step_size is None else step_size)
     if complexity is not None:
         complexity = complexity.as_in_context(ctxs[0]).reshape((1,))
@@ -262,8 +262,8 @@ class FusedBBBStep:
         which the kernel sums in the same pass; else its output is 0.
 
         ``check``: ``(nll, X, y, keep, watch)`` in place of ``guard`` (None): the kernel
-        computes the guard itself, as :func:`_guard` would with these, and returns
-        ``(guard, cost)``."""
+        computes the guard itself, as :func:`~bbb_gluon.core.guard.batch_guard` would with
+        these, and returns ``(guard, cost)``."""
         adam, layers = plan
         trainer = self.trainer
         opt = _trainer.optimizer(trainer)
@@ -361,7 +361,7 @@ class FusedBBBStep:
                 here = watch if k == 0 else None
                 keep = [p.grad(ctx) for p in self.others]
                 wanted = want_complexity and k == 0 and s == 0
-                if plan and _all_float32(nll, xb, yb, *keep):
+                if plan and all_float32(nll, xb, yb, *keep):
                     # the guard, the update and the cost's value in one operator
                     guard, cost = self._fused_update(plan, (gws, g2s), ws, noise, mus, rhos,
                                                      scale, step_size, None, cost=wanted,
@@ -370,7 +370,7 @@ class FusedBBBStep:
                     if wanted:
                         complexities.append(cost)
                     continue
-                guard = _fused_guard(nll, xb, yb, gws + [g for _, g in marked], here, keep)
+                guard = fused_guard(nll, xb, yb, gws + [g for _, g in marked], here, keep)
                 if watch is not None and here is None:
                     watch += guard.as_in_context(watch.context).reshape((1,))
                 if samples > 1:

@@ -12,8 +12,9 @@ import numpy as np
 from .._kernels.fused import load
 from . import ops
 
+__all__ = ["batch_guard", "fused_guard", "zero_nonfinite", "all_float32", "first_not_finite"]
 
-def _guard(nll, X, y, grads, watch=None, keep=()):
+def batch_guard(nll, X, y, grads, watch=None, keep=()):
     """The sum of ``nll`` (the batch's costs, any shape) where it, the step's inputs, its
     labels and its gradients are all finite, else NaN: the kernels leave mu and rho alone
     when it is not. A NaN in an input can vanish from the cost (a ReLU maps it to 0) and
@@ -24,7 +25,7 @@ def _guard(nll, X, y, grads, watch=None, keep=()):
 
     ``watch``: an array of shape (1,) on X's context that the result is added to;
     ``keep``: gradients (of the parameters the Trainer updates) to make finite as
-    :func:`_zero_nonfinite` does with the result as its guard. Both in the same operator
+    :func:`zero_nonfinite` does with the result as its guard. Both in the same operator
     where the kernels run."""
     arrays = [a for a in (X, y, *grads) if a.dtype == np.float32]
     keep = list(keep)
@@ -41,7 +42,7 @@ def _guard(nll, X, y, grads, watch=None, keep=()):
         guard = nll.sum() + extra * 0
     if watch is not None:
         watch += guard.reshape((1,))
-    _zero_nonfinite(keep, guard)
+    zero_nonfinite(keep, guard)
     return guard
 
 
@@ -51,20 +52,20 @@ def _finite_op(nll, arrays, watch, keep):
                             value=2, keep=len(keep), watch=int(watch is not None))
 
 
-def _all_float32(*arrays):
+def all_float32(*arrays):
     return all(a.dtype == np.float32 for a in arrays)
 
 
-def _fused_guard(nll, X, y, grads, watch, keep):
-    """:func:`_guard` for the fused step, whose gradient buffers are float32 arrays on a
-    CPU with the kernels loaded: only the batch's and the others' types are read (each
-    read is a call into MXNet, and on a small network they add up)."""
-    if _all_float32(nll, X, y, *keep):
+def fused_guard(nll, X, y, grads, watch, keep):
+    """:func:`batch_guard` for the fused step, whose gradient buffers are float32 arrays
+    on a CPU with the kernels loaded: only the batch's and the others' types are read
+    (each read is a call into MXNet, and on a small network they add up)."""
+    if all_float32(nll, X, y, *keep):
         return _finite_op(nll, [X, y, *grads], watch, keep)
-    return _guard(nll, X, y, grads, watch, keep)
+    return batch_guard(nll, X, y, grads, watch, keep)
 
 
-def _zero_nonfinite(grads, guard):
+def zero_nonfinite(grads, guard):
     """Set each gradient's NaN and infinite entries to 0, and all its entries where
     ``guard`` (shape (1,)) is not finite (on the device, no host read): a batch with a NaN
     then moves no parameter, but by the optimiser's momentum or weight decay."""
