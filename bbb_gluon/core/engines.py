@@ -313,6 +313,31 @@ class FusedBBBStep:
                                        rescale=repr(opt.rescale_grad), clip=repr(clip),
                                        scale=repr(scale), **extra, **self.attrs)
 
+    def _cost(self, ws, noise, mus, rhos):
+        """The complexity cost's value over every layer, a pass of its own (``bbb_cost``)."""
+        cost = None
+        for w, e, m, r in zip(ws, noise, mus, rhos, strict=True):
+            c = mx.nd.bbb_cost(w, e, m, r, **self.attrs)
+            cost = c if cost is None else cost + c
+        return cost
+
+    # Ten parameters: the arrays of one sample's bbb_grad on every layer.
+    def _grads(self, s, grads, ws, noise, mus, rhos, params, tmp, scale, guard):
+        """Sample ``s``'s gradients w.r.t. mu and rho by ``bbb_grad`` on every layer, into
+        the parameters' gradients (``params``: the mu and rho lists) for the first sample,
+        else into ``tmp`` and added to them (the update left to ``Trainer.step``)."""
+        gws, g2s = grads
+        targets_mu, targets_rho = params if s == 0 else tmp
+        for gw, w, e, m, r, gm, gr, g2, mode in zip(
+                gws, ws, noise, mus, rhos, targets_mu, targets_rho, g2s, self.modes,
+                strict=True):
+            mx.nd.bbb_grad(gw, w, e, m, r, *([g2] if mode else []), guard, guard=1,
+                           aux=mode, scale=repr(scale), out=[gm, gr], **self.attrs)
+        if s > 0:
+            for gm, gr, tm, tr in zip(*params, *tmp, strict=True):
+                gm += tm
+                gr += tr
+
     def __call__(self, X, y, batch_index, samples=1, eps=None, want_complexity=False,
                  step_size=None, batch_size=None, watch=None):
         """Update on batch ``(X, y)``; returns ``(nll_sum, complexity)`` as NDArrays of
@@ -386,23 +411,9 @@ class FusedBBBStep:
                         complexities.append(cost)
                     continue
                 if wanted:  # before bbb_grad's update below changes mu and rho in place
-                    cost = None
-                    for w, e, m, r in zip(ws, noise, mus, rhos, strict=True):
-                        c = mx.nd.bbb_cost(w, e, m, r, **self.attrs)
-                        cost = c if cost is None else cost + c
-                    complexities.append(cost)
-                targets_mu = params_mu if s == 0 else tmp_mu
-                targets_rho = params_rho if s == 0 else tmp_rho
-                for gw, w, e, m, r, gm, gr, g2, mode in zip(
-                        gws, ws, noise, mus, rhos, targets_mu, targets_rho, g2s, self.modes,
-                        strict=True):
-                    mx.nd.bbb_grad(gw, w, e, m, r, *([g2] if mode else []), guard, guard=1,
-                                   aux=mode, scale=repr(scale), out=[gm, gr], **self.attrs)
-                if s > 0:
-                    for gm, gr, tm, tr in zip(params_mu, params_rho, tmp_mu, tmp_rho,
-                                              strict=True):
-                        gm += tm
-                        gr += tr
+                    complexities.append(self._cost(ws, noise, mus, rhos))
+                self._grads(s, (gws, g2s), ws, noise, mus, rhos, (params_mu, params_rho),
+                            (tmp_mu, tmp_rho), scale, guard)
             if samples > 1:
                 for g in params_mu + params_rho:
                     g /= samples
