@@ -26,7 +26,10 @@ from .core.posterior import (
     WeightSample,
     bayesian_parameters,
 )
-from .core.priors import GaussianPrior, Prior, ScaleMixturePrior, make_prior
+
+# Every prior class (a new one in core/priors.py is public here at once) and make_prior.
+from .core.priors import *  # noqa: F403
+from .core.priors import __all__ as _prior_names
 from .core.sampling import use_means, use_weights
 from .core.step import BBBStep, NotFiniteError, StepCosts, trainable_params
 from .prediction import error_rate, predict_proba, predict_samples, uncertainty
@@ -45,7 +48,7 @@ __version__ = "0.1.0"
 
 __all__ = [
     # priors, posterior, sampling, loss, step
-    "Prior", "GaussianPrior", "ScaleMixturePrior", "make_prior",
+    *_prior_names,
     "Posterior", "PosteriorMismatchError", "WeightSample", "bayesian_parameters",
     "BAYESIAN_LAYERS", "use_weights", "use_means", "BBBLoss", "GaussianNLLLoss",
     "complexity_weight", "likelihood_loss", "BBBStep", "StepCosts", "NotFiniteError",

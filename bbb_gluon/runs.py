@@ -13,18 +13,23 @@ the folders.
 
 import csv
 import json
-import math
 import os
 
 import numpy as np
+
+from .core.priors import make_prior, prior_kinds
 
 __all__ = ["RunFolderError", "SUMMARY_COLUMNS", "read_run_config", "read_history",
            "summarize_run", "errors_at", "curve_column", "run_weights", "output_path",
            "load_test_split", "default_ood"]
 
+# Each prior's own columns (Prior.summary_columns), in the order the priors are defined.
+PRIOR_COLUMNS = tuple(dict.fromkeys(
+    column for cls in prior_kinds().values() for column in cls.summary_columns()))
+
 SUMMARY_COLUMNS = (
-    "run", "dataset", "transform", "model", "hidden", "prior", "pi", "log_sigma1",
-    "log_sigma2", "prior_sigma", "weighting", "rho_init", "optimizer", "loss_reduction", "lr",
+    "run", "dataset", "transform", "model", "hidden", "prior", *PRIOR_COLUMNS, "prior_label",
+    "weighting", "rho_init", "optimizer", "loss_reduction", "lr",
     "samples", "epochs_run", "epochs_planned", "best_epoch", "best_valid_error",
     "last_valid_error", "median_seconds_per_epoch", "test_error_means", "test_error_mc",
     "test_samples", "end_test_error_means", "end_test_error_mc", "last10_test_error")
@@ -107,6 +112,18 @@ def errors_at(history, epochs, column):
     return [by_epoch.get(int(e)) for e in epochs]
 
 
+def _stored_prior(run_dir, train):
+    """The Prior of a run's stored settings (``None`` where it stored none)."""
+    stored = train.get("prior")
+    if not stored:
+        return None
+    try:
+        return make_prior(**stored)
+    except (TypeError, ValueError) as e:
+        raise RunFolderError(f"{run_dir}/config.json: its prior {stored!r} is not one this "
+                             f"version knows ({e})") from None
+
+
 def summarize_run(run_dir):
     """One row describing a run: its settings, how far it got and its errors.
 
@@ -134,12 +151,10 @@ def summarize_run(run_dir):
     end = metrics.get("end_of_training") or {}
     monitored = [r["test_error"] for r in history if r.get("test_error") is not None]
     bbb = train.get("model") == "bbb"
-    prior = train.get("prior") or {}
-    kind = prior.get("kind") if bbb else None
-
-    def log_of(key):
-        value = prior.get(key)
-        return math.log(value) if kind == "scale_mixture" and value else None
+    prior = _stored_prior(run_dir, train) if bbb else None
+    prior_columns = dict.fromkeys(PRIOR_COLUMNS)
+    if prior is not None:
+        prior_columns.update(prior.summary())
 
     return {
         "run": os.path.basename(os.path.normpath(run_dir)),
@@ -147,11 +162,9 @@ def summarize_run(run_dir):
         "transform": data.get("transform"),
         "model": train.get("model"),
         "hidden": "x".join(str(h) for h in train.get("hidden", [])),
-        "prior": kind,
-        "pi": prior.get("pi") if kind == "scale_mixture" else None,
-        "log_sigma1": log_of("sigma1"),
-        "log_sigma2": log_of("sigma2"),
-        "prior_sigma": prior.get("sigma") if kind == "gaussian" else None,
+        "prior": prior.kind if prior is not None else None,
+        **prior_columns,
+        "prior_label": prior.label() if prior is not None else None,
         "weighting": train.get("weighting") if bbb else None,
         "rho_init": train.get("rho_init") if bbb else None,
         "optimizer": train.get("optimizer"),

@@ -70,9 +70,6 @@ _state = {"loaded": False, "reason": None, "path": None}
 # Trainer's results to the bit: no reassociation, no reciprocals, no fused multiply-adds.
 _EXACT_FLAGS = ("-fno-associative-math", "-fno-reciprocal-math", "-ffp-contract=off")
 
-# Codes of the complexity kinds in fused.cc.
-KIND_NONE, KIND_MIXTURE, KIND_GAUSSIAN_MC, KIND_GAUSSIAN_KL = 0, 1, 2, 3
-
 
 def load():
     """Build (if needed) and load the kernels; True on success. Safe to call repeatedly."""

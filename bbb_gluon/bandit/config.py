@@ -5,15 +5,19 @@ settings they share (``BanditConfig``), checked before any work starts.
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 
 from .._checks import check_int, check_positive
-from ..core.priors import GaussianPrior, ScaleMixturePrior
+from ..core.priors import GaussianPrior, Prior, ScaleMixturePrior, make_prior
 
 __all__ = ["AgentSpec", "BanditConfig", "PAPER_AGENTS", "GREEDY_LR"]
 
 
 _FLOAT32_SQRT_MAX = 1.8e19  # about sqrt(float32's largest): a square still fits
+
+# The priors bandit.cc's gradient has code for (under their codes in Prior.fused_attrs,
+# as fused.cc's): the bandit runs on the stacked kernels alone.
+BANDIT_PRIORS = (ScaleMixturePrior, GaussianPrior)
 
 
 # ---------------------------------------------------------------- configuration
@@ -87,11 +91,7 @@ class BanditConfig:
     act_samples: int = 2
     optimizer: str = "adam"
     lr: float = 3e-4
-    prior: str = "gaussian"
-    prior_pi: float = 0.5
-    prior_sigma1: float = 1.0
-    prior_sigma2: float = math.exp(-6)
-    prior_sigma: float = 1.0
+    prior: Prior = field(default_factory=GaussianPrior)
     noise_sigma: float = 1.0
     mu_init: float = 0.1
     rho_init: float = -5.0
@@ -120,10 +120,8 @@ class BanditConfig:
         if self.act_draws not in ("shared", "independent"):
             raise ValueError(f"act_draws must be 'shared' or 'independent', got "
                              f"{self.act_draws!r}")
-        if self.prior not in ("mixture", "gaussian"):
-            raise ValueError(f"prior must be 'mixture' or 'gaussian', got {self.prior!r}")
-        for name in ("lr", "rho_lr_mult", "prior_sigma1", "prior_sigma2", "prior_sigma",
-                     "noise_sigma", "adam_eps"):
+        object.__setattr__(self, "prior", _bandit_prior(self.prior))
+        for name in ("lr", "rho_lr_mult", "noise_sigma", "adam_eps"):
             check_positive(getattr(self, name), name)
             # The kernels compute in float32 (and square the noise).
             if getattr(self, name) > _FLOAT32_SQRT_MAX:
@@ -140,8 +138,6 @@ class BanditConfig:
             raise ValueError(f"mu_init must be a finite number in [0, "
                              f"{_FLOAT32_SQRT_MAX:.3g}], got {self.mu_init!r}")
         object.__setattr__(self, "mu_init", self.mu_init + 0.0)  # -0.0 is 0.0 (NumPy: < 0)
-        if not 0.0 < self.prior_pi < 1.0:
-            raise ValueError(f"prior_pi must lie in (0, 1), got {self.prior_pi!r}")
         if not (math.isfinite(self.rho_init) and abs(self.rho_init) <= 80):
             raise ValueError(f"rho_init must be a finite number in [-80, 80] (sigma = "
                              f"log(1 + exp(rho))), got {self.rho_init!r}")
@@ -155,14 +151,14 @@ class BanditConfig:
         return self.optimizer if spec.optimizer is None else spec.optimizer
 
     def make_prior(self):
-        if self.prior == "mixture":
-            return ScaleMixturePrior(self.prior_pi, self.prior_sigma1, self.prior_sigma2)
-        return GaussianPrior(self.prior_sigma)
+        """The agents' prior (the configuration's own :class:`~bbb_gluon.Prior`)."""
+        return self.prior
 
     def to_json(self):
         d = asdict(self)
         d["seeds"] = list(self.seeds)
         d["agents"] = [asdict(a) for a in self.agents]
+        d["prior"] = self.prior.to_dict()
         return d
 
     @classmethod
@@ -173,4 +169,41 @@ class BanditConfig:
         d.setdefault("act_draws", "shared")
         d["seeds"] = tuple(d["seeds"])
         d["agents"] = tuple(AgentSpec(**a) for a in d["agents"])
+        d["prior"] = _stored_prior(d)
         return cls(**d)
+
+
+def _stored_prior(d):
+    """The prior of a stored configuration, as ``to_json`` writes it, or as runs written
+    before the bandit shared the library's priors did: a name ("mixture", "gaussian")
+    beside ``prior_pi``, ``prior_sigma1``, ``prior_sigma2`` and ``prior_sigma``."""
+    old = {k: d.pop(k) for k in ("prior_pi", "prior_sigma1", "prior_sigma2", "prior_sigma")
+           if k in d}
+    prior = d.get("prior", "gaussian")
+    if prior == "mixture":
+        return make_prior("scale_mixture", pi=old.get("prior_pi", 0.5),
+                          sigma1=old.get("prior_sigma1", 1.0),
+                          sigma2=old.get("prior_sigma2", math.exp(-6)))
+    if prior == "gaussian":
+        return make_prior("gaussian", sigma=old.get("prior_sigma", 1.0))
+    return prior
+
+
+def _bandit_prior(prior):
+    """``prior`` (a Prior, a dict as make_prior takes it, or a prior's name) as a Prior
+    that the bandit's kernels run."""
+    if isinstance(prior, str):
+        prior = make_prior(prior)
+    elif isinstance(prior, dict):
+        prior = make_prior(**prior)
+    if not isinstance(prior, Prior):
+        raise ValueError(f"prior must be a bbb_gluon Prior such as GaussianPrior(1.0), got "
+                         f"{prior!r}")
+    if type(prior) not in BANDIT_PRIORS:
+        raise ValueError(f"the bandit's kernels have no code for the prior {prior!r}: use "
+                         "a ScaleMixturePrior or a GaussianPrior")
+    for name, value in prior.to_dict().items():
+        if name != "kind" and value > _FLOAT32_SQRT_MAX:  # the kernels compute in float32
+            raise ValueError(f"the prior's {name} must be at most {_FLOAT32_SQRT_MAX:.3g}, "
+                             f"got {value!r}")
+    return prior

@@ -13,7 +13,6 @@ import numpy as np
 
 from .._checks import check_int
 from .._kernels import build as _build
-from ..core.priors import ScaleMixturePrior
 from .config import BanditConfig
 from .environment import MushroomBandit, _below, _key, _mix64, _stream, _unit
 
@@ -166,21 +165,18 @@ class StackedAgents:
 
     def _args(self, chunk, t0, rows, unlucky, explore_u, explore_a, out):
         c = self.config
-        prior = c.make_prior()
         a = _Args()
         a.A, a.D, a.H, a.F, a.P = (self.num_agents, self.width + 2, c.hidden,
                                    self.env.features.shape[1], self.P)
         a.capacity, a.batch, a.updates, a.act_samples = c.capacity, c.batch, c.updates, \
             c.act_samples
-        a.prior_kind = 1 if isinstance(prior, ScaleMixturePrior) else 2
+        _set_prior(a, c.prior)
         a.chunk, a.t0 = chunk, t0
         a.complexity_over = _COMPLEXITY_OVER[c.complexity_over]
         a.rho_lr_mult = c.rho_lr_mult
         a.act_draws = _ACT_DRAWS[c.act_draws]
         a.beta1, a.beta2, a.adam_eps = 0.9, 0.999, c.adam_eps
         a.inv_noise_var = 1.0 / c.noise_sigma**2
-        a.pi, a.sigma1, a.sigma2, a.sigma = c.prior_pi, c.prior_sigma1, c.prior_sigma2, \
-            c.prior_sigma
         self._keep = [self.env.features, self.env.edible, rows, unlucky, explore_u,
                       explore_a, self.epsilon, self.bayes, self.lr, self.adam, self.key, *out]
         for name, arr in zip(("features", "edible", "rows", "unlucky", "explore_u",
@@ -316,6 +312,15 @@ def thompson_action(config, width, mu, rho, inputs, agent_key, t):
     return int(value[1] > value[0]), value
 
 
+def _set_prior(a, prior):
+    """The kernel's prior arguments: the prior's fused-kernel code and hyperparameters
+    (BanditConfig admits only the priors bandit.cc has code for)."""
+    attrs = prior.fused_attrs("mc")
+    a.prior_kind = int(attrs["kind"])
+    a.pi, a.sigma1 = float(attrs.get("pi", 0.5)), float(attrs.get("sigma1", 1.0))
+    a.sigma2, a.sigma = float(attrs.get("sigma2", 1.0)), float(attrs.get("sigma", 1.0))
+
+
 # Nine parameters: the kernel's own inputs, so that tests can set each of them.
 def kernel_gradients(config, width, w, inputs, y, eps=None, mu=None, rho=None, scale=0.0):
     """The kernel's mean NLL and gradients for one minibatch (for tests).
@@ -325,14 +330,11 @@ def kernel_gradients(config, width, w, inputs, y, eps=None, mu=None, rho=None, s
     the complexity cost weighted by ``scale``.
     """
     lib = kernels()
-    prior = config.make_prior()
     a = _Args()
     a.D, a.H, a.F = width + 2, config.hidden, inputs.shape[1] - 1
     a.P = num_params(width, config.hidden)
     a.inv_noise_var = 1.0 / config.noise_sigma**2
-    a.prior_kind = 1 if isinstance(prior, ScaleMixturePrior) else 2
-    a.pi, a.sigma1, a.sigma2, a.sigma = config.prior_pi, config.prior_sigma1, \
-        config.prior_sigma2, config.prior_sigma
+    _set_prior(a, config.prior)
     w = np.ascontiguousarray(w, np.float32)
     inputs = np.ascontiguousarray(inputs, np.int32)
     y = np.ascontiguousarray(y, np.float32)

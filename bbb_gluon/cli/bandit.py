@@ -2,16 +2,16 @@
 """
 
 import dataclasses
-import math
 import sys
 
 from .common import (
     EXIT_DIVERGED,
     UsageError,
     _checked,
-    _sigma,
     _stop_listening,
+    add_prior_options,
     defaults_of,
+    prior_from_args,
 )
 
 
@@ -53,10 +53,8 @@ def cmd_bandit(args):
             steps=args.steps, seeds=tuple(range(args.first_seed, args.first_seed + args.seeds)),
             hidden=args.hidden, capacity=args.buffer, updates=args.updates, batch=args.batch,
             act_samples=args.act_samples, optimizer=args.optimizer, lr=args.lr,
-            prior=args.prior, prior_pi=args.pi,
-            prior_sigma1=_sigma(args.log_sigma1, "--log-sigma1"),
-            prior_sigma2=_sigma(args.log_sigma2, "--log-sigma2"), prior_sigma=args.prior_sigma,
-            noise_sigma=args.noise_sigma, mu_init=args.mu_init, rho_init=args.rho_init,
+            prior=prior_from_args(args), noise_sigma=args.noise_sigma, mu_init=args.mu_init,
+            rho_init=args.rho_init,
             complexity_over=args.complexity_over, rho_lr_mult=args.rho_lr_mult,
             adam_eps=args.adam_eps, act_draws=args.act_draws,
             agents=_checked(_agents, bandit.PAPER_AGENTS, args.agents, args.greedy_lr,
@@ -142,7 +140,6 @@ def _add_protocol_args(p, d):
 def _add_open_choices(p, d):
     from ..bandit import GREEDY_LR
 
-    log1, log2 = round(math.log(d.prior_sigma1), 6), round(math.log(d.prior_sigma2), 6)
     g = p.add_argument_group("choices the paper leaves open (defaults: docs/RESULTS.md)")
     g.add_argument("--optimizer", choices=("adam", "sgd"), default=d.optimizer,
                    help=f"every agent's optimiser ({d.optimizer})")
@@ -155,17 +152,7 @@ def _add_open_choices(p, d):
                    help="the epsilon-greedy agents' optimiser (default: --optimizer's)")
     g.add_argument("--rho-lr-mult", type=float, default=d.rho_lr_mult,
                    help=f"rho's learning rate as a multiple of the agent's ({d.rho_lr_mult:g})")
-    g.add_argument("--prior", choices=("mixture", "gaussian"), default=d.prior,
-                   help="a scale mixture (--pi, --log-sigma1, --log-sigma2) or one Gaussian "
-                        f"(--prior-sigma) ({d.prior})")
-    g.add_argument("--pi", type=float, default=d.prior_pi,
-                   help=f"scale-mixture weight ({d.prior_pi:g})")
-    g.add_argument("--log-sigma1", type=float, default=log1,
-                   help=f"natural log of the mixture's wide sigma ({log1:g})")
-    g.add_argument("--log-sigma2", type=float, default=log2,
-                   help=f"natural log of the mixture's narrow sigma ({log2:g})")
-    g.add_argument("--prior-sigma", type=float, default=d.prior_sigma,
-                   help=f"Gaussian prior's sigma ({d.prior_sigma:g})")
+    add_prior_options(g, d.prior)
     g.add_argument("--noise-sigma", type=float, default=d.noise_sigma,
                    help="the Gaussian likelihood's noise (rewards as they are) "
                         f"({d.noise_sigma:g})")

@@ -78,6 +78,49 @@ def _sigma(log_sigma, option):
     return sigma
 
 
+def add_prior_options(group, default):
+    """``--prior`` and every prior's hyperparameters, spelled as each prior class says
+    (:attr:`~bbb_gluon.core.priors.Prior.cli_options`), their defaults from ``default`` (a
+    Prior, or a dict as :func:`~bbb_gluon.make_prior` takes it) where it is of that kind."""
+    from ..core.priors import make_prior, prior_kinds
+
+    if isinstance(default, dict):
+        default = make_prior(**default)
+    kinds = prior_kinds()
+    spelled = "; ".join(f"{kind} ({', '.join(o.flag for o in cls.cli_options)})"
+                        for kind, cls in kinds.items())
+    group.add_argument("--prior", default=default.kind, choices=list(kinds),
+                       help=f"the prior over the weights: {spelled} (default {default.kind})")
+    for kind, cls in kinds.items():
+        source = default if type(default) is cls else cls()
+        for option in cls.cli_options:
+            value = option.from_param(getattr(source, option.param))
+            if option.from_param is not float:
+                value = round(value, 6)
+            group.add_argument(option.flag, type=float, default=value,
+                               help=f"{option.help}, --prior {kind} (default {value:g})")
+
+
+def prior_from_args(args):
+    """The prior the options ask for, as ``{"kind": ..., hyperparameters...}`` (the
+    library checks the values: :func:`_checked` makes its ``ValueError`` a usage error)."""
+    from ..core.priors import prior_kinds
+
+    cls = prior_kinds()[args.prior]
+    prior = {"kind": args.prior}
+    for option in cls.cli_options:
+        value = getattr(args, option.flag.lstrip("-").replace("-", "_"))
+        try:
+            param = option.to_param(value)
+        except OverflowError:
+            param = math.inf
+        if option.to_param is not float and not (0 < param < math.inf) and math.isfinite(value):
+            raise UsageError(f"{option.flag} must give a positive finite {option.param} "
+                             f"(about -700 to 700), got {value!r}")
+        prior[option.param] = param
+    return prior
+
+
 def _refuse_to_overwrite(args, paths):
     """A UsageError naming the first of ``paths`` that exists, unless ``--force``."""
     existing = [p for p in paths if os.path.exists(p)]

@@ -38,19 +38,12 @@ def cmd_compare(args):
     return 0
 
 
-def _prior(r):
-    if r["prior"] == "scale_mixture":
-        return f"pi={r['pi']:g} ls1={r['log_sigma1']:.3g} ls2={r['log_sigma2']:.3g}"
-    if r["prior"] == "gaussian":
-        return f"N(0,{r['prior_sigma']:g}^2)"
-    return "-"
-
-
 def _summary_table(rows):
     table = [("run", "model", "hidden", "prior", "weighting", "rho0", "optimizer", "lr",
               "epochs", "best", "valid", "test means", "test MC")]
     for r in rows:
-        table.append((r["run"], r["model"], r["hidden"], _prior(r), r["weighting"] or "-",
+        table.append((r["run"], r["model"], r["hidden"], r["prior_label"] or "-",
+                      r["weighting"] or "-",
                       _setting(r["rho_init"]),
                       f"{r['optimizer']}" + ("/sum" if r["loss_reduction"] == "sum" else ""),
                       _setting(r["lr"]), f"{r['epochs_run']}/{r['epochs_planned']}",

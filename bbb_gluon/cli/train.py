@@ -8,7 +8,6 @@ import math
 import os
 import sys
 import time
-from types import SimpleNamespace
 
 from .common import (
     EXIT_DIVERGED,
@@ -16,11 +15,12 @@ from .common import (
     _checked,
     _contexts,
     _read_run_config,
-    _sigma,
     _stop_listening,
+    add_prior_options,
     defaults_of,
     defaults_of_function,
     epoch_list,
+    prior_from_args,
 )
 
 TEST_SAMPLES = 10  # of the final test error, when neither the option nor the run says
@@ -30,20 +30,6 @@ def _config_defaults():
     from ..training import TrainConfig
 
     return defaults_of(TrainConfig)
-
-
-def _prior_defaults(prior):
-    """(kind, pi, sigma1, sigma2, gaussian sigma) of TrainConfig's default prior, a dict
-    as make_prior takes it or a Prior object."""
-    from ..core.priors import GaussianPrior, ScaleMixturePrior
-
-    if isinstance(prior, dict):
-        kind, prior = prior["kind"], SimpleNamespace(**prior)
-    else:
-        kind = "gaussian" if isinstance(prior, GaussianPrior) else "scale_mixture"
-    mixture = prior if kind == "scale_mixture" else ScaleMixturePrior()
-    gaussian = prior if kind == "gaussian" else GaussianPrior()
-    return kind, mixture.pi, mixture.sigma1, mixture.sigma2, gaussian.sigma
 
 
 def add_parser(sub):
@@ -151,20 +137,8 @@ def _add_model_args(p, d):
 
 
 def _add_prior_args(p, d):
-    kind, pi, sigma1, sigma2, sigma = _prior_defaults(d.prior)
-    log1, log2 = round(math.log(sigma1), 6), round(math.log(sigma2), 6)
     g = p.add_argument_group("prior and posterior (bbb)")
-    g.add_argument("--prior", default=kind, choices=["scale_mixture", "gaussian"],
-                   help="the paper's mixture of two zero-mean Gaussians (--pi, --log-sigma1, "
-                        f"--log-sigma2) or one (--prior-sigma) (default {kind})")
-    g.add_argument("--pi", type=float, default=pi, help=f"mixture weight (default {pi:g})")
-    g.add_argument("--log-sigma1", type=float, default=log1,
-                   help=f"natural log of the wide component's sigma (default {log1:g}: "
-                        f"sigma1={sigma1:.3g})")
-    g.add_argument("--log-sigma2", type=float, default=log2,
-                   help=f"natural log of the narrow component's sigma (default {log2:g})")
-    g.add_argument("--prior-sigma", type=float, default=sigma,
-                   help=f"sigma of --prior gaussian (default {sigma:g})")
+    add_prior_options(g, d.prior)
     g.add_argument("--complexity", default=d.complexity, choices=["mc", "kl"],
                    help="Monte-Carlo complexity cost, or closed-form KL (Gaussian prior) "
                         f"(default {d.complexity})")
@@ -261,12 +235,7 @@ def _add_output_args(p, d):
 def _config_from_args(args):
     from ..training import TrainConfig
 
-    if args.prior == "gaussian":
-        prior = {"kind": "gaussian", "sigma": args.prior_sigma}
-    else:
-        prior = {"kind": "scale_mixture", "pi": args.pi,
-                 "sigma1": _sigma(args.log_sigma1, "--log-sigma1"),
-                 "sigma2": _sigma(args.log_sigma2, "--log-sigma2")}
+    prior = prior_from_args(args)
     return TrainConfig(
         model=args.model, hidden=tuple(args.hidden), activation=args.activation,
         epochs=_config_defaults().epochs if args.epochs is None else args.epochs,

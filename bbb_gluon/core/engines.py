@@ -10,17 +10,10 @@ import mxnet as mx
 from mxnet import autograd, gluon
 
 from .._kernels import trainer as _trainer
-from .._kernels.fused import (
-    KIND_GAUSSIAN_KL,
-    KIND_GAUSSIAN_MC,
-    KIND_MIXTURE,
-    load,
-    unavailable_reason,
-)
+from .._kernels.fused import load, unavailable_reason
 from . import ops
 from .estimators import key_modes, perturbed, sample_noise, swapped
 from .guard import all_float32, batch_guard, first_not_finite, fused_guard, zero_nonfinite
-from .priors import GaussianPrior, ScaleMixturePrior
 from .sampling import swapper
 
 __all__ = ["FusedBBBStep", "reference_step", "forward_with", "first_not_finite", "prior_attrs"]
@@ -101,14 +94,12 @@ def reference_step(net, posterior, loss_fn, trainer, X, y, batch_index, ctxs, sa
 
 
 def prior_attrs(prior, complexity):
-    """Keyword attributes of ``bbb_grad``/``bbb_cost`` for a prior and a complexity kind."""
-    if isinstance(prior, ScaleMixturePrior) and complexity == "mc":
-        return {"kind": KIND_MIXTURE, "pi": repr(prior.pi), "sigma1": repr(prior.sigma1),
-                "sigma2": repr(prior.sigma2)}
-    if isinstance(prior, GaussianPrior):
-        kind = KIND_GAUSSIAN_KL if complexity == "kl" else KIND_GAUSSIAN_MC
-        return {"kind": kind, "sigma": repr(prior.sigma)}
-    raise ValueError(f"no fused kernel for {prior!r} with complexity {complexity!r}")
+    """Keyword attributes of ``bbb_grad``/``bbb_cost`` for a prior and a complexity kind
+    (the prior's own :meth:`~bbb_gluon.core.priors.Prior.fused_attrs`)."""
+    attrs = prior.fused_attrs(complexity)
+    if attrs is None:
+        raise ValueError(f"no fused kernel for {prior!r} with complexity {complexity!r}")
+    return attrs
 
 
 class FusedBBBStep:

@@ -2,7 +2,14 @@ r"""Priors over the weights: a Gaussian and Blundell's scale mixture of two Gaus
 
 Both are factorised over the weights, so ``log_prob(w)`` is a sum over all elements of
 ``w``. Both are written with as few elementwise passes as possible, because on a CPU the
-passes, not the arithmetic, are the cost (see :mod:`bbb_gluon.ops`).
+passes, not the arithmetic, are the cost (see :mod:`bbb_gluon.core.ops`).
+
+A prior class is the one place that knows everything about its prior: its log density
+(the reference engine), what the fused kernel runs for it (:meth:`Prior.fused_attrs`), its
+name and hyperparameters in ``config.json`` (:meth:`Prior.to_dict`, :func:`make_prior`),
+its columns in the run summaries and its spelling on the command line
+(:attr:`Prior.cli_options`). Adding a prior is a subclass here plus, for the fused engine,
+its code in ``_kernels/fused.cc`` (docs/architecture.md, "Where to add things").
 
 References
 ----------
@@ -11,12 +18,14 @@ References
 """
 
 import math
+from collections.abc import Callable
+from typing import NamedTuple
 
 import mxnet as mx
 
 from . import ops
 
-__all__ = ["Prior", "GaussianPrior", "ScaleMixturePrior", "make_prior"]
+__all__ = ["Prior", "GaussianPrior", "ScaleMixturePrior", "make_prior", "prior_kinds"]
 
 HALF_LOG_2PI = 0.5 * math.log(2.0 * math.pi)
 _E_MINUS_6 = math.exp(-6.0)
@@ -30,8 +39,40 @@ def _check_positive(name, value):
     return float(value)
 
 
+class CliOption(NamedTuple):
+    """How the command line spells one hyperparameter: ``flag`` sets ``param`` to
+    ``to_param(value)``; its default is ``from_param`` of the default prior's value."""
+
+    flag: str
+    param: str
+    help: str
+    to_param: Callable = float
+    from_param: Callable = float
+
+
+_KINDS = {}
+
+
 class Prior:
-    """Base class: a factorised prior :math:`P(w) = \\prod_j p(w_j)`."""
+    """Base class: a factorised prior :math:`P(w) = \\prod_j p(w_j)`.
+
+    A subclass sets :attr:`kind` (its name in ``config.json`` and on the command line),
+    :attr:`params` (its constructor's hyperparameters, each with a default) and
+    :attr:`cli_options`, and defines :meth:`log_prob` (and :meth:`kl` where a closed form
+    exists, :meth:`fused_attrs` where the fused kernel has its code); it is then known to
+    :func:`make_prior`, ``TrainConfig``, the command line, the run summaries and
+    ``bbb-gluon compare``.
+    """
+
+    kind = None
+    params = ()
+    cli_options = ()
+    has_closed_form_kl = False
+
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        if cls.kind is not None:
+            _KINDS[cls.kind] = cls
 
     def log_prob(self, w, F=mx.nd):
         """:math:`\\sum_j \\log p(w_j)` over every element of ``w``; shape ``(1,)``."""
@@ -41,10 +82,35 @@ class Prior:
         """Closed-form :math:`KL(q \\| P)` for :math:`q = N(\\mu, \\sigma^2)`, if one exists."""
         raise NotImplementedError(f"{type(self).__name__} has no closed-form KL")
 
-    has_closed_form_kl = False
+    def fused_attrs(self, complexity):
+        """The fused kernel's attributes for this prior under ``complexity`` ("mc" or
+        "kl"): its code in ``_kernels/fused.cc`` (``kind``, the kernel's ``enum Kind``) and
+        its hyperparameters as strings, or ``None`` where the kernel has no code for it
+        (the step then runs the reference engine)."""
+        return None
 
     def to_dict(self):
-        raise NotImplementedError
+        """``{"kind": ..., hyperparameters...}``, as ``config.json`` stores the prior and
+        :func:`make_prior` takes it back."""
+        return {"kind": self.kind, **{name: getattr(self, name) for name in self.params}}
+
+    def summary(self):
+        """The prior's columns in a run summary (:func:`bbb_gluon.runs.summarize_run`):
+        ``prior_<hyperparameter>`` unless the class says otherwise."""
+        return {f"prior_{name}": getattr(self, name) for name in self.params}
+
+    @classmethod
+    def summary_columns(cls):
+        return tuple(f"prior_{name}" for name in cls.params)
+
+    def label(self):
+        """A short text for tables (``bbb-gluon compare``)."""
+        return f"{self.kind}(" + ", ".join(f"{n}={getattr(self, n):g}" for n in self.params) \
+            + ")"
+
+    def __repr__(self):
+        return f"{type(self).__name__}(" + ", ".join(
+            f"{n}={getattr(self, n):g}" for n in self.params) + ")"
 
     def __eq__(self, other):
         return type(other) is type(self) and other.to_dict() == self.to_dict()
@@ -67,16 +133,19 @@ class GaussianPrior(Prior):
         Standard deviation, > 0.
     """
 
+    kind = "gaussian"
+    params = ("sigma",)
+    cli_options = (CliOption("--prior-sigma", "sigma", "the Gaussian's sigma"),)
     has_closed_form_kl = True
 
     def __init__(self, sigma=1.0):
         self.sigma = _check_positive("sigma", sigma)
 
-    def __repr__(self):
-        return f"GaussianPrior(sigma={self.sigma:g})"
+    def fused_attrs(self, complexity):
+        return {"kind": 3 if complexity == "kl" else 2, "sigma": repr(self.sigma)}
 
-    def to_dict(self):
-        return {"kind": "gaussian", "sigma": self.sigma}
+    def label(self):
+        return f"N(0,{self.sigma:g}^2)"
 
     def log_prob(self, w, F=mx.nd):
         const = -w.size * (HALF_LOG_2PI + math.log(self.sigma))
@@ -139,6 +208,16 @@ class ScaleMixturePrior(Prior):
         Standard deviation of the narrow component, ``sigma2 < sigma1``.
     """
 
+    kind = "scale_mixture"
+    params = ("pi", "sigma1", "sigma2")
+    cli_options = (
+        CliOption("--pi", "pi", "mixture weight of the wide component"),
+        CliOption("--log-sigma1", "sigma1", "natural log of the wide component's sigma",
+                  math.exp, math.log),
+        CliOption("--log-sigma2", "sigma2", "natural log of the narrow component's sigma",
+                  math.exp, math.log),
+    )
+
     def __init__(self, pi=0.5, sigma1=1.0, sigma2=_E_MINUS_6):
         if isinstance(pi, bool) or not isinstance(pi, int | float) or not math.isfinite(pi):
             raise ValueError(f"pi must be a finite number, got {pi!r}")
@@ -158,12 +237,24 @@ class ScaleMixturePrior(Prior):
         self._c = math.log1p(-self.pi) - math.log(self.pi) + math.log(self.sigma1 / self.sigma2)
         self._k = 0.5 / self.sigma2**2 - 0.5 / self.sigma1**2
 
-    def __repr__(self):
-        return f"ScaleMixturePrior(pi={self.pi:g}, sigma1={self.sigma1:g}, sigma2={self.sigma2:g})"
+    def fused_attrs(self, complexity):
+        if complexity != "mc":  # no closed-form KL
+            return None
+        return {"kind": 1, "pi": repr(self.pi), "sigma1": repr(self.sigma1),
+                "sigma2": repr(self.sigma2)}
 
-    def to_dict(self):
-        return {"kind": "scale_mixture", "pi": self.pi, "sigma1": self.sigma1,
-                "sigma2": self.sigma2}
+    def summary(self):
+        # The paper (and the command line) give the sigmas as natural logs.
+        return {"pi": self.pi, "log_sigma1": math.log(self.sigma1),
+                "log_sigma2": math.log(self.sigma2)}
+
+    @classmethod
+    def summary_columns(cls):
+        return ("pi", "log_sigma1", "log_sigma2")
+
+    def label(self):
+        return (f"pi={self.pi:g} ls1={math.log(self.sigma1):.3g} "
+                f"ls2={math.log(self.sigma2):.3g}")
 
     def log_prob(self, w, F=mx.nd):
         # ops.softplus, not oneDNN's softrelu: c - k w^2 is mostly far below -5, where
@@ -176,13 +267,22 @@ class ScaleMixturePrior(Prior):
         )
 
 
+def prior_kinds():
+    """``{name: class}`` of every prior :func:`make_prior` knows, in definition order."""
+    return dict(_KINDS)
+
+
 def make_prior(kind="scale_mixture", **kwargs):
     """Build a prior from its name and hyperparameters (as stored in ``to_dict()``).
 
-    ``kind`` is ``"gaussian"`` (``sigma``) or ``"scale_mixture"`` (``pi``, ``sigma1``,
-    ``sigma2``).
+    ``kind`` is a :attr:`Prior.kind`: ``"gaussian"`` (``sigma``), ``"scale_mixture"``
+    (``pi``, ``sigma1``, ``sigma2``), or any other subclass of :class:`Prior`
+    (:func:`prior_kinds`).
     """
-    kinds = {"gaussian": GaussianPrior, "scale_mixture": ScaleMixturePrior}
-    if kind not in kinds:
-        raise ValueError(f"unknown prior {kind!r}; choose one of {sorted(kinds)}")
-    return kinds[kind](**kwargs)
+    if kind not in _KINDS:
+        raise ValueError(f"unknown prior {kind!r}; choose one of {sorted(_KINDS)}")
+    cls = _KINDS[kind]
+    unknown = sorted(set(kwargs) - set(cls.params))
+    if unknown:
+        raise ValueError(f"prior {kind!r} takes {', '.join(cls.params)}; got {unknown[0]!r}")
+    return cls(**kwargs)

@@ -31,7 +31,6 @@ from .._kernels import trainer as _trainer
 from .engines import FusedBBBStep, first_not_finite, forward_with, reference_step
 from .estimators import check_estimator, plan
 from .loss import BBBLoss
-from .priors import GaussianPrior, ScaleMixturePrior
 
 __all__ = ["BBBStep", "StepCosts", "ENGINES", "NotFiniteError", "trainable_params"]
 
@@ -192,8 +191,7 @@ class BBBStep:
         prior, loss = self.loss.prior, self.loss
         if any(c.device_type != "cpu" for c in self.posterior.contexts):
             return "the fused kernels run on CPU contexts only"
-        if not (isinstance(prior, GaussianPrior) or
-                (isinstance(prior, ScaleMixturePrior) and loss.complexity == "mc")):
+        if prior.fused_attrs(loss.complexity) is None:
             return f"no fused kernel for {prior!r} with complexity {loss.complexity!r}"
         if loss.global_weight is not None or loss.batch_axis != 0:
             return "the fused kernels take a BBBLoss without a global weight, batch axis 0"

@@ -119,7 +119,10 @@ def test_buffer_keeps_the_last_items():
     (dict(steps=0), "steps"), (dict(seeds=()), "seeds"), (dict(seeds=(1, 1)), "seeds"),
     (dict(lr=-1.0), "lr"), (dict(prior="laplace"), "prior"), (dict(optimizer="rmsprop"),
                                                                "optimizer"),
-    (dict(prior_pi=1.0), "prior_pi"), (dict(noise_sigma=0.0), "noise_sigma"),
+    (dict(prior="mixture"), "unknown prior 'mixture'"), (dict(prior={"kind": "gaussian",
+                                                                     "sigma": 0.0}), "sigma"),
+    (dict(prior=ScaleMixturePrior(0.5, 1e20, 1.0)), "sigma1 must be at most"),
+    (dict(noise_sigma=0.0), "noise_sigma"),
     (dict(complexity_over="epoch"), "complexity_over"),
     (dict(rho_lr_mult=0.0), "rho_lr_mult"), (dict(rho_lr_mult=float("inf")), "rho_lr_mult"),
     (dict(lr=1e10, rho_lr_mult=1e10), "rho_lr_mult"),
@@ -158,6 +161,21 @@ def test_config_round_trips_through_json():
     assert (back.adam_eps, back.act_draws) == (1e-4, "independent")
     assert [back.agent_optimizer(a) for a in back.agents] == ["adam", "sgd"]
     assert [back.agent_lr(a) for a in back.agents] == [0.01, 3e-4]
+
+
+@pytest.mark.parametrize("stored, prior", [
+    ({"prior": "mixture", "prior_pi": 0.25, "prior_sigma1": 1.0, "prior_sigma2": 0.001,
+      "prior_sigma": 1.0}, ScaleMixturePrior(0.25, 1.0, 0.001)),
+    ({"prior": "gaussian", "prior_pi": 0.5, "prior_sigma1": 1.0, "prior_sigma2": 0.001,
+      "prior_sigma": 0.5}, GaussianPrior(0.5)),
+])
+def test_a_config_written_before_the_bandit_shared_the_priors_reads_back(stored, prior):
+    # results/bandit*: the prior as a name ("mixture", "gaussian") and four flat fields
+    d = {**bandit.BanditConfig().to_json(), **stored}
+    back = bandit.BanditConfig.from_json(d)
+    assert back.prior == prior
+    assert bandit.BanditConfig.from_json(back.to_json()) == back
+    assert back.to_json()["prior"] == prior.to_dict()
 
 
 def test_a_config_written_before_rho_lr_mult_and_agent_lr_reads_back():
@@ -269,9 +287,10 @@ def test_kernel_gradient_of_a_plain_network_matches_autograd(env, kernels, noise
     assert np.abs(ref_g).max() > 0.1  # the check is not vacuous
 
 
-@pytest.mark.parametrize("prior", ["mixture", "gaussian"])
+@pytest.mark.parametrize("prior", [ScaleMixturePrior(0.5, 1.0, math.exp(-3)), GaussianPrior()],
+                         ids=["scale_mixture", "gaussian"])
 def test_kernel_gradient_of_a_posterior_matches_autograd(env, kernels, prior):
-    config = small(hidden=6, prior=prior, prior_sigma2=math.exp(-3), noise_sigma=2.0)
+    config = small(hidden=6, prior=prior, noise_sigma=2.0)
     P = engine.num_params(env.context_width, 6)
     rng = np.random.default_rng(2)
     mu = rng.normal(0, 0.3, P).astype(np.float32)

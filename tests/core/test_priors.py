@@ -21,6 +21,7 @@ from hypothesis.extra.numpy import arrays
 from mxnet import autograd
 
 from bbb_gluon import GaussianPrior, Prior, ScaleMixturePrior, make_prior
+from bbb_gluon.core.priors import prior_kinds
 
 CPU0 = mx.cpu(0)
 CONTEXTS = [CPU0, mx.cpu(1)]
@@ -281,7 +282,7 @@ def test_make_prior_defaults_and_kwargs():
     assert isinstance(g, GaussianPrior) and g.sigma == 0.5
 
 
-@pytest.mark.parametrize("kind", ["laplace", "Gaussian", "", None])
+@pytest.mark.parametrize("kind", ["cauchy", "Gaussian", "mixture", "", None])
 def test_make_prior_unknown_kind(kind):
     with pytest.raises(ValueError, match="unknown prior"):
         make_prior(kind)
@@ -290,3 +291,54 @@ def test_make_prior_unknown_kind(kind):
 def test_make_prior_passes_on_validation():
     with pytest.raises(ValueError, match="sigma"):
         make_prior("gaussian", sigma=-1)
+
+
+def test_make_prior_refuses_a_hyperparameter_the_prior_does_not_take():
+    with pytest.raises(ValueError, match="takes sigma; got 'pi'"):
+        make_prior("gaussian", pi=0.5)
+
+
+# --------------------------------------------------------------- one class per prior
+# Everything about a prior lives in its class: these hold for every prior make_prior
+# knows, so a new one is checked as soon as it is defined.
+
+
+@pytest.mark.parametrize("kind", list(prior_kinds()))
+def test_every_prior_carries_its_names_and_round_trips(kind):
+    cls = prior_kinds()[kind]
+    prior = cls()  # every hyperparameter has a default (the command line shows it)
+    assert prior.kind == kind and set(prior.to_dict()) == {"kind", *cls.params}
+    assert make_prior(**prior.to_dict()) == prior
+    assert set(prior.summary()) == set(cls.summary_columns())
+    assert {o.param for o in cls.cli_options} == set(cls.params)
+    for option in cls.cli_options:  # an option's value and the hyperparameter agree
+        value = getattr(prior, option.param)
+        assert option.to_param(option.from_param(value)) == pytest.approx(value, rel=1e-12)
+    assert prior.label() and repr(prior).startswith(cls.__name__)
+
+
+def test_the_command_line_flags_of_the_priors_are_distinct():
+    flags = [o.flag for cls in prior_kinds().values() for o in cls.cli_options]
+    assert len(flags) == len(set(flags)) and "--prior" not in flags
+
+
+def test_the_prior_says_what_the_fused_kernel_runs():
+    # the codes of fused.cc's enum Kind, the hyperparameters as exact decimal strings
+    assert GaussianPrior(0.5).fused_attrs("mc") == {"kind": 2, "sigma": "0.5"}
+    assert GaussianPrior(0.5).fused_attrs("kl") == {"kind": 3, "sigma": "0.5"}
+    assert ScaleMixturePrior(0.25, 1.0, 0.1).fused_attrs("mc") == {
+        "kind": 1, "pi": "0.25", "sigma1": "1.0", "sigma2": "0.1"}
+    assert ScaleMixturePrior().fused_attrs("kl") is None  # no closed-form KL
+    assert Prior().fused_attrs("mc") is None
+
+
+def test_run_summaries_take_the_priors_own_columns():
+    from bbb_gluon.runs import PRIOR_COLUMNS, SUMMARY_COLUMNS
+
+    for cls in prior_kinds().values():
+        assert set(cls.summary_columns()) <= set(PRIOR_COLUMNS) <= set(SUMMARY_COLUMNS)
+    m = ScaleMixturePrior(0.25, math.exp(-1), math.exp(-7))
+    assert m.summary() == pytest.approx({"pi": 0.25, "log_sigma1": -1.0, "log_sigma2": -7.0})
+    assert m.label() == "pi=0.25 ls1=-1 ls2=-7"
+    assert GaussianPrior(0.5).summary() == {"prior_sigma": 0.5}
+    assert GaussianPrior(0.5).label() == "N(0,0.5^2)"

@@ -19,6 +19,7 @@ from bbb_gluon import (
     GaussianNLLLoss,
     GaussianPrior,
     Posterior,
+    Prior,
     ScaleMixturePrior,
     trainable_params,
 )
@@ -370,3 +371,23 @@ def test_numpy_batches_are_taken_and_a_float64_batch_is_refused_in_words(engine)
         step(X.astype("float64"), y, 1)
     for a, b in zip(before, posterior.mu(), strict=True):
         np.testing.assert_array_equal(a, b.asnumpy())
+
+
+class _HalfCauchy(Prior):
+    """A user's own prior: a log density and nothing else (no kind, no kernel code)."""
+
+    def log_prob(self, w, F=mx.nd):
+        return -F.sum(F.log1p(F.square(w))).reshape((1,))
+
+
+def test_a_users_own_prior_trains_on_the_reference_engine():
+    ctx = mx.cpu(1)
+    net = mlp(ctx)
+    posterior = Posterior(net)
+    step = make_step(net, posterior, prior=_HalfCauchy())
+    assert step.engine == "reference" and "no fused kernel" in step.engine_reason
+    mu = posterior.mu_parameters[0].data().copy()
+    X, y = mx.nd.ones((4, 12), ctx=ctx), mx.nd.array([0, 1, 2, 3], ctx=ctx)
+    costs = step(X, y, 0)
+    assert np.isfinite(costs.complexity.asscalar()) and np.isfinite(costs.nll.asscalar())
+    assert not np.array_equal(posterior.mu_parameters[0].data().asnumpy(), mu.asnumpy())
