@@ -526,6 +526,27 @@ BBB_INLINE inline void each(int64_t n, double* total, Body body) {
   }
 }
 
+// The prior's term of the gradient with respect to w, scale * d(-log P)/dw, for the
+// Monte-Carlo cost (the closed-form KL does not depend on w).
+//   scale mixture: w * (scale / s1^2 + scale * 2k * sigmoid(c - k w^2))   (c, k as in Prior)
+//   Gaussian:      scale * w / sp^2
+struct PriorGrad {
+  float ca, cb, k, c, cw;
+  explicit PriorGrad(const Prior& p)
+      : ca(static_cast<float>(p.scale) * p.inv_s1sq),
+        cb(static_cast<float>(p.scale) * p.sigmoid_coef), k(p.k), c(p.c),
+        cw(static_cast<float>(p.scale / (p.sp * p.sp))) {}
+};
+
+template <int KIND>
+BBB_INLINE inline float prior_dw(const PriorGrad& g, float w) {
+  if constexpr (KIND == kMixture) {
+    return w * (g.ca + g.cb * sigmoid(g.c - g.k * w * w));
+  } else {
+    return g.cw * w;
+  }
+}
+
 template <int K>
 using KindTag = std::integral_constant<int, K>;
 template <bool B>
@@ -588,8 +609,7 @@ void grad_two_loop(const Prior& p, const float* gw, const float* g2, const float
                    const float* eps, const float* mu, const float* rho, int64_t n, Emit emit,
                    double* total) {
   const float scale = static_cast<float>(p.scale);
-  const float ca = scale * p.inv_s1sq, cb = scale * p.sigmoid_coef, k = p.k, c = p.c;
-  const float cw = static_cast<float>(p.scale / (p.sp * p.sp));
+  const PriorGrad pg(p);
   const float inv_sp2 = static_cast<float>(1.0 / (p.sp * p.sp));
   const CostCoef q(p);
   // mu[i] is read before emit, which may update it in place: the cost is the one before
@@ -602,8 +622,7 @@ void grad_two_loop(const Prior& p, const float* gw, const float* g2, const float
       emit(i, gw[i] + scale * mu[i] * inv_sp2,
            sigmoid(r) * (lik + scale * (s * inv_sp2 - 1.f / s)));
     } else {
-      const float wi = w[i];
-      const float hc = KIND == kMixture ? wi * (ca + cb * sigmoid(c - k * wi * wi)) : cw * wi;
+      const float hc = prior_dw<KIND>(pg, w[i]);
       emit(i, gw[i] + hc, sigmoid(r) * (lik + e * hc - scale / s));
     }
     return COST ? cost_term<KIND>(q, w[i], e, m, s) : 0.f;
@@ -614,22 +633,15 @@ template <int KIND, bool COST, typename Emit>
 void grad_loop(const Prior& p, const float* gw, const float* w, const float* eps,
                const float* mu, const float* rho, int64_t n, Emit emit, double* total) {
   const float scale = static_cast<float>(p.scale);
-  const float ca = scale * p.inv_s1sq, cb = scale * p.sigmoid_coef, k = p.k, c = p.c;
-  const float cw = static_cast<float>(p.scale / (p.sp * p.sp));
+  const PriorGrad pg(p);
   const float inv_sp2 = static_cast<float>(1.0 / (p.sp * p.sp));
   const CostCoef q(p);
   each<COST>(n, total, [=](int64_t i) BBB_INLINE -> float {
     if constexpr (KIND == kNone) {
       emit(i, gw[i], gw[i] * eps[i] * sigmoid(rho[i]));
       return 0.f;
-    } else if constexpr (KIND == kMixture) {
-      float wi = w[i];
-      float h = gw[i] + wi * (ca + cb * sigmoid(c - k * wi * wi));
-      float r = rho[i];
-      emit(i, h, sigmoid(r) * (eps[i] * h - scale / softplus(r)));
-      return COST ? cost_term<KIND>(q, wi, eps[i], 0.f, softplus(r)) : 0.f;
-    } else if constexpr (KIND == kGaussianMC) {
-      float h = gw[i] + cw * w[i];
+    } else if constexpr (KIND != kGaussianKL) {  // a Monte-Carlo cost: the prior at w
+      float h = gw[i] + prior_dw<KIND>(pg, w[i]);
       float r = rho[i];
       emit(i, h, sigmoid(r) * (eps[i] * h - scale / softplus(r)));
       return COST ? cost_term<KIND>(q, w[i], eps[i], 0.f, softplus(r)) : 0.f;
