@@ -87,12 +87,12 @@ uint64_t attr_u(const Attrs& a, const char* k) {
   return it == a.end() ? 0 : std::strtoull(it->second.c_str(), nullptr, 10);
 }
 
-enum Kind { kNone = 0, kMixture = 1, kGaussianMC = 2, kGaussianKL = 3 };
+enum Kind { kNone = 0, kMixture = 1, kGaussianMC = 2, kGaussianKL = 3, kLaplace = 4 };
 
 struct Prior {
   int kind;
   double scale;    // gradient scale of the complexity cost (pi_i / batch size)
-  double pi, s1, s2, sp;
+  double pi, s1, s2, sp, b;  // b: the Laplace prior's scale
   // scale mixture: log(e^a + e^b) = a + softplus(c - k w^2)
   float inv_s1sq, k, c, sigmoid_coef;
   explicit Prior(const Attrs& a) {
@@ -102,6 +102,7 @@ struct Prior {
     s1 = attr_d(a, "sigma1", 1.0);
     s2 = attr_d(a, "sigma2", std::exp(-6.0));
     sp = attr_d(a, "sigma", 1.0);
+    b = attr_d(a, "b", 1.0);
     inv_s1sq = static_cast<float>(1.0 / (s1 * s1));
     k = static_cast<float>(0.5 / (s2 * s2) - 0.5 / (s1 * s1));
     c = static_cast<float>(std::log1p(-pi) - std::log(pi) + std::log(s1 / s2));
@@ -467,18 +468,22 @@ MXReturnValue draw_forward(const Attrs& attrs, std::vector<MXTensor>* inputs,
 //                                      + log s1 - log pi        (c, k as in Prior)
 //   Gaussian, MC:      -log s - e^2/2 + w^2 / (2 sp^2) + log sp
 //   Gaussian, KL:      -log s + (s^2 + mu^2) / (2 sp^2) + log sp - 1/2
+//   Laplace:           -log s - e^2/2 + |w| / b + log 2b - log sqrt(2 pi)
 // bbb_cost runs the same terms as a pass of its own; the tests hold both to float64 NumPy.
 struct CostCoef {
   float half_inv_var, k, c;  // 1 / (2 s1^2) (mixture) or 1 / (2 sp^2) (Gaussian)
+  float inv_b;               // 1 / b (Laplace)
   explicit CostCoef(const Prior& p)
       : half_inv_var(static_cast<float>(p.kind == kMixture ? 0.5 / (p.s1 * p.s1)
                                                            : 0.5 / (p.sp * p.sp))),
-        k(p.k), c(p.c) {}
+        k(p.k), c(p.c), inv_b(static_cast<float>(1.0 / p.b)) {}
 };
 
 inline double cost_constant(const Prior& p) {
   if (p.kind == kMixture) return std::log(p.s1) - std::log(p.pi);
   if (p.kind == kGaussianKL) return std::log(p.sp) - 0.5;
+  // log q's -log sqrt(2 pi) cancels against the Gaussian densities' own, not here
+  if (p.kind == kLaplace) return std::log(2.0 * p.b) - 0.5 * std::log(2.0 * M_PI);
   return std::log(p.sp);
 }
 
@@ -490,6 +495,8 @@ BBB_INLINE inline float cost_term(const CostCoef& q, float w, float e, float m, 
     return -logf(s) - 0.5f * e * e + q.half_inv_var * w * w;
   } else if constexpr (KIND == kGaussianKL) {
     return -logf(s) + q.half_inv_var * (s * s + m * m);
+  } else if constexpr (KIND == kLaplace) {
+    return -logf(s) - 0.5f * e * e + q.inv_b * fabsf(w);
   } else {
     return 0.f;
   }
@@ -530,18 +537,21 @@ BBB_INLINE inline void each(int64_t n, double* total, Body body) {
 // Monte-Carlo cost (the closed-form KL does not depend on w).
 //   scale mixture: w * (scale / s1^2 + scale * 2k * sigmoid(c - k w^2))   (c, k as in Prior)
 //   Gaussian:      scale * w / sp^2
+//   Laplace:       scale * sign(w) / b   (0 at w = 0, as MXNet's abs)
 struct PriorGrad {
-  float ca, cb, k, c, cw;
+  float ca, cb, k, c, cw, cl;
   explicit PriorGrad(const Prior& p)
       : ca(static_cast<float>(p.scale) * p.inv_s1sq),
         cb(static_cast<float>(p.scale) * p.sigmoid_coef), k(p.k), c(p.c),
-        cw(static_cast<float>(p.scale / (p.sp * p.sp))) {}
+        cw(static_cast<float>(p.scale / (p.sp * p.sp))), cl(static_cast<float>(p.scale / p.b)) {}
 };
 
 template <int KIND>
 BBB_INLINE inline float prior_dw(const PriorGrad& g, float w) {
   if constexpr (KIND == kMixture) {
     return w * (g.ca + g.cb * sigmoid(g.c - g.k * w * w));
+  } else if constexpr (KIND == kLaplace) {
+    return g.cl * (static_cast<float>(w > 0.f) - static_cast<float>(w < 0.f));
   } else {
     return g.cw * w;
   }
@@ -570,6 +580,9 @@ MXReturnValue dispatch_kind(int kind, bool cost, Run run) {
     case kGaussianKL:
       cost ? run(KindTag<kGaussianKL>{}, CostTag<true>{})
            : run(KindTag<kGaussianKL>{}, CostTag<false>{});
+      return MX_SUCCESS;
+    case kLaplace:
+      cost ? run(KindTag<kLaplace>{}, CostTag<true>{}) : run(KindTag<kLaplace>{}, CostTag<false>{});
       return MX_SUCCESS;
     default:
       return MX_FAIL;

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 from mxnet import gluon
 
-from bbb_gluon import BBBLoss, GaussianPrior, Posterior, ScaleMixturePrior
+from bbb_gluon import BBBLoss, GaussianPrior, LaplacePrior, Posterior, ScaleMixturePrior
 from bbb_gluon.core.engines import FusedBBBStep, forward_with, prior_attrs, reference_step
 from bbb_gluon.core.loss import GaussianNLLLoss, likelihood_loss
 from bbb_gluon.training import build_mlp
@@ -28,6 +28,7 @@ PRIORS = [
     pytest.param(ScaleMixturePrior(0.25, math.exp(-1), math.exp(-7)), "mc", id="mixture2-mc"),
     pytest.param(GaussianPrior(1.0), "mc", id="gaussian-mc"),
     pytest.param(GaussianPrior(0.5), "kl", id="gaussian-kl"),
+    pytest.param(LaplacePrior(0.1), "mc", id="laplace-mc"),
 ]
 
 
@@ -307,6 +308,8 @@ KERNEL_PRIORS = [
     pytest.param(GaussianPrior(math.exp(-3)), "mc", id="gaussian-e-3-mc"),
     pytest.param(GaussianPrior(1.0), "kl", id="gaussian1-kl"),
     pytest.param(GaussianPrior(0.5), "kl", id="gaussian0.5-kl"),
+    pytest.param(LaplacePrior(1.0), "mc", id="laplace1-mc"),
+    pytest.param(LaplacePrior(math.exp(-4)), "mc", id="laplace-e-4-mc"),
 ]
 HALF_LOG_2PI = 0.5 * math.log(2 * math.pi)
 
@@ -335,6 +338,9 @@ def _neg_log_prior_grad64(prior, w):
     """d(-log P(w))/dw in float64, and the size of its terms (for the tolerance)."""
     if isinstance(prior, GaussianPrior):
         g = w / prior.sigma**2
+        return g, np.abs(g)
+    if isinstance(prior, LaplacePrior):
+        g = np.sign(w) / prior.scale
         return g, np.abs(g)
     s1, s2, pi = prior.sigma1, prior.sigma2, prior.pi
     log1 = math.log(pi) - math.log(s1) - w**2 / (2 * s1**2)
@@ -397,6 +403,8 @@ def _cost64(prior, complexity, w, eps, mu, rho):
         log_q = -np.log(sigma) - 0.5 * eps**2 - HALF_LOG_2PI
         if isinstance(prior, GaussianPrior):
             log_p = -math.log(prior.sigma) - HALF_LOG_2PI - w**2 / (2 * prior.sigma**2)
+        elif isinstance(prior, LaplacePrior):
+            log_p = -np.abs(w) / prior.scale - math.log(2 * prior.scale)
         else:
             s1, s2, pi = prior.sigma1, prior.sigma2, prior.pi
             log_p = np.logaddexp(math.log(pi) - math.log(s1) - w**2 / (2 * s1**2),

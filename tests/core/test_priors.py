@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 from hypothesis.extra.numpy import arrays
 from mxnet import autograd
 
-from bbb_gluon import GaussianPrior, Prior, ScaleMixturePrior, make_prior
+from bbb_gluon import GaussianPrior, LaplacePrior, Prior, ScaleMixturePrior, make_prior
 from bbb_gluon.core.priors import prior_kinds
 
 CPU0 = mx.cpu(0)
@@ -342,3 +342,49 @@ def test_run_summaries_take_the_priors_own_columns():
     assert m.label() == "pi=0.25 ls1=-1 ls2=-7"
     assert GaussianPrior(0.5).summary() == {"prior_sigma": 0.5}
     assert GaussianPrior(0.5).label() == "N(0,0.5^2)"
+
+
+# --------------------------------------------------------------------------- Laplace
+
+
+@pytest.mark.parametrize("scale", [1e-3, 0.1, 1.0, 30.0])
+@pytest.mark.parametrize("ctx", CONTEXTS, ids=CTX_IDS)
+def test_laplace_log_prob_and_gradient_match_float64(scale, ctx):
+    w32 = np.array([-50.0, -1.0, -1e-3, 0.0, 2e-4, 0.3, 7.0], dtype=np.float32)
+    w = mx.nd.array(w32, ctx=ctx)
+    w.attach_grad()
+    with autograd.record():
+        lp = LaplacePrior(scale).log_prob(w)
+    lp.backward()
+    w64 = w32.astype(np.float64)
+    ref = np.sum(-np.abs(w64) / scale - math.log(2 * scale))
+    assert lp.shape == (1,) and lp.context == ctx
+    assert abs(lp.asscalar() - ref) <= RTOL * max(abs(ref), 1)
+    # d log p / dw = -sign(w) / b, and 0 at w = 0 (as the fused kernel)
+    np.testing.assert_allclose(w.grad.asnumpy(), -np.sign(w64) / scale, rtol=RTOL)
+
+
+@given(w=arrays(np.float32, st.integers(1, 40), elements=st.floats(-1e3, 1e3, width=32)),
+       log_scale=st.floats(-6, 3))
+@settings(max_examples=50, deadline=None)
+def test_laplace_log_prob_property(w, log_scale):
+    scale = math.exp(log_scale)
+    got = LaplacePrior(scale).log_prob(mx.nd.array(w)).asscalar()
+    ref = np.sum(-np.abs(w.astype(np.float64)) / scale - math.log(2 * scale))
+    assert abs(got - ref) <= RTOL * max(abs(ref), 1)
+
+
+@pytest.mark.parametrize("scale", [0, -1.0, float("nan"), float("inf"), "1", True])
+def test_laplace_prior_rejects_bad_scale(scale):
+    with pytest.raises(ValueError, match="scale"):
+        LaplacePrior(scale)
+
+
+def test_laplace_prior_is_one_class_with_its_names():
+    prior = make_prior("laplace", scale=0.25)
+    assert isinstance(prior, LaplacePrior) and prior.to_dict() == {"kind": "laplace",
+                                                                    "scale": 0.25}
+    assert prior.fused_attrs("mc") == {"kind": 4, "b": "0.25"}
+    assert prior.fused_attrs("kl") is None and not prior.has_closed_form_kl
+    assert prior.summary() == {"prior_scale": 0.25} and prior.label() == "Laplace(0,0.25)"
+    assert [o.flag for o in prior.cli_options] == ["--prior-scale"]

@@ -18,6 +18,7 @@ from bbb_gluon import (
     BBBStep,
     GaussianNLLLoss,
     GaussianPrior,
+    LaplacePrior,
     Posterior,
     Prior,
     ScaleMixturePrior,
@@ -100,6 +101,7 @@ CASES = {
                       GaussianPrior(1.0)),
     "sigmoid-bce": (lambda ctx: mlp(ctx, outputs=1), {}, "binary",
                     gluon.loss.SigmoidBCELoss(), MIXTURE),
+    "laplace": (mlp, {}, "class", gluon.loss.SoftmaxCrossEntropyLoss(), LaplacePrior(0.1)),
 }
 
 
