@@ -20,11 +20,8 @@ from .._files import (
     json_array,
     read_nd_file,
 )
-from ..core.posterior import (
-    Posterior,
-    PosteriorMismatchError,
-    _structural_params,
-)
+from ..core.posterior import Posterior, PosteriorMismatchError
+from ..core.selection import structural_params
 from .config import _ARCH_FIELDS, _FREE_FIELDS, TrainConfig
 from .model import _build
 
@@ -60,9 +57,9 @@ def _model_arrays(net, posterior, loss=None):
     for prefix, block in ((_LOSS, loss), (_POSTERIOR, posterior)):
         if block is not None:
             out.update({prefix + k: p.data(p.list_ctx()[0])
-                        for k, p in _structural_params(block).items()})
+                        for k, p in structural_params(block).items()})
     covered = _covered(net, posterior)
-    for k, p in _structural_params(net).items():
+    for k, p in structural_params(net).items():
         if id(p) not in covered:
             out[k] = p.data(p.list_ctx()[0])
     return out
@@ -81,9 +78,9 @@ def _set_model_arrays(arrays, net, posterior, path, loss=None):
         arrays = {k: v for k, v in arrays.items() if not k.startswith(_LOSS)}
     for prefix, block in ((_LOSS, loss), (_POSTERIOR, posterior)):
         if block is not None:
-            targets.update({prefix + k: p for k, p in _structural_params(block).items()})
+            targets.update({prefix + k: p for k, p in structural_params(block).items()})
     covered = _covered(net, posterior)
-    targets.update({k: p for k, p in _structural_params(net).items() if id(p) not in covered})
+    targets.update({k: p for k, p in structural_params(net).items() if id(p) not in covered})
     if set(targets) != set(arrays):
         raise CheckpointError(f"{path} holds parameters of another architecture")
     for name, param in targets.items():
