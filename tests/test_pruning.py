@@ -584,3 +584,23 @@ def test_the_docs_pruning_example_runs(bn_trained, tmp_path, monkeypatch):
     with use_weights(net, posterior, pruned_weights(posterior, 0.95)):
         expected = predict_proba(net, None, X)
     np.testing.assert_array_equal(namespace["probs"], expected)
+
+
+def test_a_tied_weight_is_pruned_once_and_loads_under_both_names(tmp_path):
+    first = nn.Dense(3, in_units=3)
+    net = nn.HybridSequential()
+    net.add(first, nn.Dense(3, in_units=3, params=first.params), nn.BatchNorm(in_channels=3))
+    net.initialize(mx.init.Normal(0.5))
+    posterior = Posterior(net, seed=0)
+    assert prunable_keys(posterior) == ["0.weight"]
+    X = np.random.default_rng(3).normal(size=(8, 3)).astype(np.float32)
+    with use_weights(net, posterior, pruned_weights(posterior, 0.5)):
+        expected = predict_proba(net, None, X)
+    assert export_pruned(tmp_path / "p.params", posterior, 0.5, net=net)["num_weights"] == 9
+    other = nn.Dense(3, in_units=3)
+    fresh = nn.HybridSequential()
+    fresh.add(other, nn.Dense(3, in_units=3, params=other.params), nn.BatchNorm(in_channels=3))
+    fresh.initialize(mx.init.Normal(0.5))
+    load_pruned(tmp_path / "p.params", fresh)
+    assert int((fresh[1].weight.data() == 0).sum().asscalar()) == 5  # 4.5 rounds up
+    np.testing.assert_array_equal(predict_proba(fresh, None, X), expected)
