@@ -379,8 +379,12 @@ def _read_export(path):
     if written not in _FORMATS_READ:
         raise ValueError(f"{os.fspath(path)} is not a bbb_gluon pruned-network file")
     shapes = layout.get("dense_shapes", {})  # format 1 stored 2-D weights only
-    return {k: a.tostype("default").reshape(tuple(shapes.get(k, a.shape)))
-            for k, a in arrays.items()}, layout
+    try:
+        return {k: a.tostype("default").reshape(tuple(shapes.get(k, a.shape)))
+                for k, a in arrays.items()}, layout
+    except (mx.base.MXNetError, TypeError, ValueError):
+        raise ValueError(f"{os.fspath(path)} is a corrupt pruned-network file (its arrays "
+                         "do not have the shapes its layout gives)") from None
 
 
 def load_pruned(path, net, allow_missing=False):

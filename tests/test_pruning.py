@@ -558,6 +558,10 @@ def test_format_1_exports_still_load_and_unknown_formats_are_refused(trained_lik
     fresh, _ = make_net(units=(20, 30, 4), seed=9)
     assert load_pruned(path, fresh)["format"] == "bbb_gluon.pruned/1"
     np.testing.assert_array_equal(predict_proba(fresh, None, X), expected)
+    _rewrite_layout(path, lambda layout: layout.update(format="bbb_gluon.pruned/2",
+                                                       dense_shapes={"0.weight": [7, 7]}))
+    with pytest.raises(ValueError, match="corrupt pruned-network file"):
+        load_pruned(path, fresh)
     _rewrite_layout(path, lambda layout: layout.update(format="bbb_gluon.pruned/9"))
     with pytest.raises(ValueError, match="pruned/9, which this version"):
         load_pruned(path, fresh)
