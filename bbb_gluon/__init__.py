@@ -39,6 +39,7 @@ from .training import (
     TrainingDiverged,
     TrainingInterrupted,
     TrainResult,
+    UnreadableCheckpointError,
     build_mlp,
     fit,
     load_run,
@@ -55,7 +56,7 @@ __all__ = [
     "trainable_params",
     # training
     "TrainConfig", "TrainResult", "TrainingInterrupted", "TrainingDiverged", "CheckpointError",
-    "fit", "build_mlp", "load_run", "FileWriteError",
+    "UnreadableCheckpointError", "fit", "build_mlp", "load_run", "FileWriteError",
     # prediction
     "predict_proba", "predict_samples", "error_rate", "uncertainty",
     "__version__",

@@ -5,11 +5,14 @@ Blundell et al. (2015, Table 2) [1]_ rank every weight by its signal-to-noise ra
 means of the rest; a bimodal signal-to-noise density lets them remove 95% with little
 loss. Ranking by :math:`|\mu|` alone (magnitude pruning) is the baseline.
 
-What is pruned: the *weights* (the 2-D ``weight`` arrays) of every Dense layer, ranked
-together across layers with one global threshold. Biases are never pruned, never ranked
+What is pruned: the *weights* of the posterior, every array named ``weight`` that it
+covers (by default those of every Dense and convolution layer, a convolution's kernel of
+any dimension; with a last-layer posterior only that layer's), ranked together across
+layers with one global threshold. Biases are never pruned, never ranked
 and not counted in ``weights_left``: the paper counts and prunes weights, and a bias is
 shared by every input of its unit, so zeroing one shifts the unit for every example.
-The means of the biases stay as they are.
+The means of the biases stay as they are, and so does everything outside the posterior
+(BatchNorm, layers left out).
 
 A fraction :math:`f` of the :math:`n` weights removes :math:`k = \mathrm{round}(fn)` of
 them: the threshold is the :math:`(k+1)`-th smallest score, and a weight is kept when its
@@ -17,10 +20,12 @@ score is at least that (so :math:`f = 0` keeps all, :math:`f = 1` removes all). 
 tied with the threshold are all kept, so with tied scores slightly fewer than :math:`k`
 may be removed; ``weights_left`` reports the count actually kept.
 
-A pruned network can be exported with its weight matrices in MXNet's compressed sparse
-row storage (``tostype("csr")``): 4 bytes of value plus 8 of column index per non-zero,
-plus 8 per row, against 4 per entry dense, so it is smaller once more than about two
-thirds of a matrix is zero.
+A pruned network can be exported (:func:`export_pruned`, with ``net=`` the whole network)
+with its weights in MXNet's compressed sparse row storage (``tostype("csr")``, a
+convolution's kernel as one row per output channel): 4 bytes of value plus 8 of column
+index per non-zero, plus 8 per row, against 4 per entry dense, so it is smaller once more
+than about two thirds of a matrix is zero. :func:`load_pruned` reads it into an ordinary
+network of the same architecture.
 
 References
 ----------
@@ -35,8 +40,9 @@ import mxnet as mx
 import numpy as np
 
 from ._files import array_json, atomic_nd_save, json_array, read_nd_file
-from .core.posterior import PosteriorMismatchError, bayesian_parameters
+from .core.posterior import PosteriorMismatchError
 from .core.sampling import use_weights
+from .core.selection import structural_params
 from .prediction import error_rate, predict_proba
 
 __all__ = ["SCORES", "prunable_keys", "pruning_scores", "weight_statistics", "thresholds",
@@ -44,11 +50,14 @@ __all__ = ["SCORES", "prunable_keys", "pruning_scores", "weight_statistics", "th
            "pruned_weights", "evaluate_pruning", "export_pruned", "load_pruned"]
 
 SCORES = ("snr", "abs_mu")
-_FORMAT = "bbb_gluon.pruned/1"
+_FORMAT = "bbb_gluon.pruned/2"
+# Format 1 held the posterior's arrays only, its weights 2-D; it is still read.
+_FORMATS_READ = ("bbb_gluon.pruned/1", _FORMAT)
 
 
 def prunable_keys(posterior):
-    """Keys of the arrays that pruning ranks and zeroes: every Dense ``weight``, no bias."""
+    """Keys of the arrays that pruning ranks and zeroes: every ``weight`` the posterior
+    covers (Dense and convolution layers, 2-D to 5-D), no bias."""
     return [k for k in posterior.keys if k.rsplit(".", 1)[-1] == "weight"]
 
 
@@ -221,7 +230,8 @@ def evaluate_pruning(net, posterior, X, y, fractions, batch_size=1000, ctx=None,
     ----------
     net : gluon.Block
     posterior : Posterior
-    X : ndarray, shape (N, D)
+    X : ndarray, shape (N, ...)
+        Any input the network takes: ``(N, D)`` vectors, ``(N, C, H, W)`` images, ...
     y : ndarray of int, shape (N,)
     fractions : sequence of float
         Fractions in [0, 1] of the weights to remove.
@@ -253,17 +263,38 @@ def evaluate_pruning(net, posterior, X, y, fractions, batch_size=1000, ctx=None,
     return [{k: row[k] for k in order} for row in rows]
 
 
-def _layout(posterior, fraction, by, weights_left):
+def _layout(posterior, fraction, by, weights_left, dense_shapes, whole):
     return {"format": _FORMAT, "keys": posterior.keys,
             "shapes": [list(s) for s in posterior.shapes], "fraction": float(fraction),
             "by": by, "weights_left": int(weights_left),
             "num_weights": int(sum(math.prod(s) for k, s in zip(posterior.keys,
                                                                  posterior.shapes, strict=True)
-                                   if k in prunable_keys(posterior)))}
+                                   if k in prunable_keys(posterior))),
+            "whole_network": whole, "dense_shapes": dense_shapes}
 
 
-def export_pruned(path, posterior, fraction, by="snr", ctx=None):
-    """Save the pruned means with weight matrices in sparse CSR storage (``mx.nd.save``).
+def _network_arrays(net, posterior, weights):
+    """Every array of ``net`` by structural name: the posterior's from ``weights``, the
+    others (BatchNorm's, layers outside the posterior) as ``net`` holds them now. By the
+    Parameter, not its name, so every name of a tied weight gets its pruned mean."""
+    pruned = {id(p): w for p, w in zip(posterior.check_net(net).values(), weights,
+                                       strict=True)}
+    out = {}
+    for name, param in structural_params(net).items():
+        if id(param) in pruned:
+            out[name] = pruned[id(param)]
+            continue
+        try:
+            out[name] = param.data(param.list_ctx()[0])
+        except Exception:
+            raise ValueError(f"the network is not initialised (parameter {name!r} has no "
+                             "value yet)") from None
+    return out
+
+
+def export_pruned(path, posterior, fraction, by="snr", ctx=None, net=None):
+    """Save the pruned means, and with ``net`` the rest of the network, for
+    :func:`load_pruned`; the weights in sparse CSR storage (``mx.nd.save``).
 
     Parameters
     ----------
@@ -274,28 +305,50 @@ def export_pruned(path, posterior, fraction, by="snr", ctx=None):
         In [0, 1], share of the weights removed.
     by : {"snr", "abs_mu"}, default "snr"
     ctx : Context, optional
+    net : gluon.Block, optional
+        The trained network. Give it whenever the network has parameters the posterior
+        does not cover (BatchNorm's gamma, beta and running statistics; the layers
+        outside a last-layer posterior): the file then holds every array the network
+        predicts with, so that at ``fraction=0`` the loaded network predicts exactly as
+        ``use_means(net, posterior)``. Without it the file holds the posterior's arrays
+        only, which is the whole network only when the posterior covers all of it.
 
     Returns
     -------
     dict
         ``path``; ``bytes``: the file's size; ``dense_bytes``: the size of the same
         arrays saved dense (measured by writing them to a temporary file beside
-        ``path``); ``weights_left``, ``num_weights``, ``fraction``, ``by``.
+        ``path``); ``weights_left``, ``num_weights``, ``fraction``, ``by``;
+        ``whole_network``: whether ``net`` was given.
+
+    Raises
+    ------
+    PosteriorMismatchError
+        If ``net`` does not fit the posterior (checked before anything is computed).
 
     Notes
     -----
-    The file holds one array per Dense parameter under its structural name (``"0.weight"``
-    as CSR, ``"0.bias"`` dense) and a ``"__layout__"`` entry; :func:`load_pruned` reads it
-    into an ordinary network.
+    The file holds one array per parameter under its structural name (``"0.weight"``
+    as CSR, a convolution's weight as CSR of shape ``(out_channels, rest)``, ``"0.bias"``
+    and everything outside the posterior dense) and a ``"__layout__"`` entry.
     """
+    if net is not None:
+        posterior.check_net(net)
     masks = prune_masks(posterior, fraction, by, ctx)
-    weights = _apply(posterior, masks, ctx)
+    weights = [w.as_in_context(mx.cpu()) for w in _apply(posterior, masks, ctx)]
     weights_left = sum(int(m.sum()) for m in masks.values())
-    layout = _layout(posterior, fraction, by, weights_left)
-    dense = {k: w.as_in_context(mx.cpu()) for k, w in zip(posterior.keys, weights,
-                                                          strict=True)}
-    sparse = {k: (w.tostype("csr") if k in masks and w.ndim == 2 else w)
-              for k, w in dense.items()}
+    dense = (_network_arrays(net, posterior, weights) if net is not None
+             else dict(zip(posterior.keys, weights, strict=True)))
+    pruned = {id(w) for key, w in zip(posterior.keys, weights, strict=True) if key in masks}
+    sparse, dense_shapes = {}, {}
+    for key, w in dense.items():
+        if id(w) in pruned and w.ndim >= 2:
+            # CSR holds matrices: a convolution's kernel goes as one row per output channel.
+            sparse[key] = w.reshape((w.shape[0], -1)).tostype("csr")
+            dense_shapes[key] = list(w.shape)
+        else:
+            sparse[key] = dense[key] = w.as_in_context(mx.cpu())
+    layout = _layout(posterior, fraction, by, weights_left, dense_shapes, net is not None)
     sparse["__layout__"] = dense["__layout__"] = json_array(layout)
     path = os.fspath(path)
     atomic_nd_save(path, sparse)
@@ -309,46 +362,77 @@ def export_pruned(path, posterior, fraction, by="snr", ctx=None):
         os.remove(tmp)
     return {"path": path, "bytes": os.path.getsize(path), "dense_bytes": dense_bytes,
             "weights_left": weights_left, "num_weights": layout["num_weights"],
-            "fraction": float(fraction), "by": by}
+            "fraction": float(fraction), "by": by, "whole_network": net is not None}
 
 
-def load_pruned(path, net):
-    """Set ``net``'s Dense parameters to the (densified) arrays of an exported file.
+def _read_export(path):
+    """The arrays of a pruned export (densified, in their shapes) and its layout."""
+    arrays = read_nd_file(path)
+    try:
+        layout = array_json(arrays.pop("__layout__"))
+        written = str(layout.get("format"))
+    except (KeyError, ValueError, UnicodeDecodeError, AttributeError):
+        written = ""
+    if written.startswith("bbb_gluon.pruned/") and written not in _FORMATS_READ:
+        raise ValueError(f"{os.fspath(path)} is a pruned network in {written}, which this "
+                         f"version of bbb_gluon does not read (it reads {_FORMATS_READ})")
+    if written not in _FORMATS_READ:
+        raise ValueError(f"{os.fspath(path)} is not a bbb_gluon pruned-network file")
+    shapes = layout.get("dense_shapes", {})  # format 1 stored 2-D weights only
+    try:
+        return {k: a.tostype("default").reshape(tuple(shapes.get(k, a.shape)))
+                for k, a in arrays.items()}, layout
+    except (mx.base.MXNetError, TypeError, ValueError):
+        raise ValueError(f"{os.fspath(path)} is a corrupt pruned-network file (its arrays "
+                         "do not have the shapes its layout gives)") from None
+
+
+def load_pruned(path, net, allow_missing=False):
+    """Set ``net``'s parameters to the (densified) arrays of an exported file.
 
     Parameters
     ----------
     path : str or os.PathLike
-        A file written by :func:`export_pruned`.
+        A file written by :func:`export_pruned` (also by earlier versions).
     net : gluon.Block
         An initialised network of the same architecture; afterwards an ordinary network
         that predicts with the pruned means (``predict_proba(net, None, X)``).
+    allow_missing : bool, default False
+        Load a file that lacks some of ``net``'s parameters (one exported without
+        ``net=``, from a posterior over part of the network), leaving those as ``net``
+        holds them: right only when ``net`` holds the trained values already.
 
     Returns
     -------
     dict
-        The file's layout (``fraction``, ``by``, ``weights_left``, ``num_weights``, ...).
+        The file's layout (``fraction``, ``by``, ``weights_left``, ``num_weights``,
+        ``whole_network``, ...).
 
     Raises
     ------
     ValueError
         If the file is missing, corrupt or not a pruned export.
     PosteriorMismatchError
-        If its arrays do not fit ``net``.
+        If its arrays do not fit ``net``, or (unless ``allow_missing``) it lacks some of
+        ``net``'s parameters, named in the message. ``net`` is left unchanged.
     """
-    arrays = read_nd_file(path)
-    try:
-        layout = array_json(arrays.pop("__layout__"))
-        if layout.get("format") != _FORMAT:
-            raise ValueError
-    except (KeyError, ValueError, UnicodeDecodeError):
-        raise ValueError(f"{os.fspath(path)} is not a bbb_gluon pruned-network file") from None
-    # The export holds the posterior's arrays, whatever selector chose them.
-    named = bayesian_parameters(net, lambda key, _: key in arrays) if arrays else {}
+    arrays, layout = _read_export(path)
+    named = structural_params(net)
     theirs = {k: tuple(a.shape) for k, a in arrays.items()}
-    mine = {k: tuple(p.shape) for k, p in named.items()}
+    mine = {k: tuple(p.shape) for k, p in named.items() if k in theirs}
     if theirs != mine:
         raise PosteriorMismatchError(f"{os.fspath(path)} holds arrays {theirs}, the network "
                                      f"has {mine}")
-    for key, param in named.items():
-        param.set_data(arrays[key].tostype("default"))
+    loaded = {id(named[k]) for k in arrays}
+    lost = [k for k, p in named.items() if id(p) not in loaded]
+    if lost and not allow_missing:
+        shown = lost if len(lost) <= 8 else lost[:8] + [f"... ({len(lost)} in all)"]
+        raise PosteriorMismatchError(
+            f"{os.fspath(path)} holds the posterior's arrays only; the network's "
+            f"{', '.join(shown)} are not in it and would keep the values they have now, so "
+            "it would not predict as the trained network: export it with "
+            "export_pruned(..., net=trained_net), or pass allow_missing=True if this network "
+            "holds the trained values; nothing was changed")
+    for key, array in arrays.items():
+        named[key].set_data(array)
     return layout

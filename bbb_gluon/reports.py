@@ -239,7 +239,7 @@ def prune_run(run_dir, fractions, which="best", ctx=None, data_dir=None):
     lines += [f"{r['fraction']!r},{r['weights_left']},{r['error_by_snr']!r},"
               f"{r['error_by_abs_mu']!r}" for r in table]
     atomic_write_text(csv_path, "\n".join(lines) + "\n")
-    export = export_pruned(export_path, posterior, max(fractions), "snr", ctx=ctx)
+    export = export_pruned(export_path, posterior, max(fractions), "snr", ctx=ctx, net=net)
     stats = weight_statistics(posterior, ctx)
     atomic_write_text(stats_path, json.dumps(stats, indent=1) + "\n")
     scores = pruning_scores(posterior, "snr", ctx)

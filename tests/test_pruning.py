@@ -21,6 +21,7 @@ from mxnet.gluon import nn
 from bbb_gluon import Posterior, PosteriorMismatchError, use_means, use_weights
 from bbb_gluon.cli import main
 from bbb_gluon.core import ops
+from bbb_gluon.core.selection import structural_params
 from bbb_gluon.prediction import predict_proba
 from bbb_gluon.pruning import (
     evaluate_pruning,
@@ -401,3 +402,209 @@ def test_prune_bad_checkpoint_choice(run, capsys):
         main(["prune", str(run), "--checkpoint", "last"])
     assert e.value.code == 2 and "invalid choice" in capsys.readouterr().err
     assert not (run / "pruning.csv").exists()
+
+
+# --------------------------------------------------------------------------- whole networks
+
+
+def _train(net, posterior, X, y, steps=6):
+    """A few steps of Bayes by Backprop, so that BatchNorm's gamma, beta and running
+    statistics and the deterministic layers hold values of their own."""
+    from mxnet import gluon
+
+    from bbb_gluon import BBBLoss, BBBStep, GaussianPrior, trainable_params
+
+    loss = BBBLoss(GaussianPrior(1.0), gluon.loss.SoftmaxCrossEntropyLoss(), num_batches=1)
+    trainer = gluon.Trainer(trainable_params(net, posterior, loss), "adam",
+                            {"learning_rate": 0.05})
+    step = BBBStep(net, posterior, loss, trainer)
+    for _ in range(steps):
+        step(mx.nd.array(X), mx.nd.array(y), 0)
+
+
+def bn_net(seed):
+    mx.random.seed(seed)
+    net = nn.HybridSequential()
+    net.add(nn.Conv2D(4, 3, in_channels=1), nn.BatchNorm(in_channels=4),
+            nn.Activation("relu"), nn.Flatten(), nn.Dense(3, in_units=4 * 4 * 4))
+    net.initialize(mx.init.Normal(0.5))
+    return net
+
+
+def last_layer_net(seed):
+    mx.random.seed(seed)
+    net = nn.HybridSequential()
+    net.add(nn.Dense(16, activation="tanh", in_units=5), nn.Dense(3, in_units=16))
+    net.initialize(mx.init.Normal(0.5))
+    return net
+
+
+@pytest.fixture(scope="module")
+def bn_trained():
+    rng = np.random.default_rng(1)
+    X = rng.normal(size=(48, 1, 6, 6)).astype(np.float32)
+    y = np.arange(48) % 3
+    net = bn_net(0)
+    posterior = Posterior(net, seed=1)
+    _train(net, posterior, X, y)
+    return net, posterior, X
+
+
+@pytest.fixture(scope="module")
+def last_layer_trained():
+    rng = np.random.default_rng(2)
+    X = rng.normal(size=(48, 5)).astype(np.float32)
+    y = (X[:, 0] > 0).astype(int) + (X[:, 1] > 1)
+    net = last_layer_net(0)
+    posterior = Posterior(net, seed=1, select=[net[-1]])
+    _train(net, posterior, X, y)
+    return net, posterior, X
+
+
+def _arrays(net):
+    return {k: p.data().asnumpy().copy() for k, p in net.collect_params().items()}
+
+
+@pytest.mark.parametrize("trained, make", [("bn_trained", bn_net),
+                                           ("last_layer_trained", last_layer_net)])
+def test_export_at_zero_predicts_as_the_trained_means(trained, make, request, tmp_path):
+    net, posterior, X = request.getfixturevalue(trained)
+    means = predict_proba(net, posterior, X, 0)
+    fresh = make(7)
+    assert not np.allclose(predict_proba(fresh, None, X), means)  # the load has work to do
+    info = export_pruned(tmp_path / "p.params", posterior, 0.0, net=net)
+    assert info["whole_network"] and info["weights_left"] == info["num_weights"]
+    layout = load_pruned(tmp_path / "p.params", fresh)
+    assert layout["whole_network"] and layout["fraction"] == 0.0
+    np.testing.assert_array_equal(predict_proba(fresh, None, X), means)
+    loaded = structural_params(fresh)
+    outside = {k: p for k, p in structural_params(net).items() if k not in posterior.keys}
+    assert outside  # BatchNorm's four arrays, or the first layer's two
+    for key, param in outside.items():
+        np.testing.assert_array_equal(loaded[key].data().asnumpy(), param.data().asnumpy())
+
+
+def test_bn_network_trained_away_from_its_fresh_values(bn_trained):
+    bn = bn_trained[0][1]
+    assert np.any(bn.gamma.data().asnumpy() != 1) and np.any(bn.beta.data().asnumpy() != 0)
+    assert np.any(bn.running_mean.data().asnumpy() != 0)
+    assert np.any(bn.running_var.data().asnumpy() != 1)
+
+
+def test_pruned_convolution_is_sparse_and_loads_as_the_pruned_means(bn_trained, tmp_path):
+    net, posterior, X = bn_trained
+    assert prunable_keys(posterior) == ["0.weight", "4.weight"]  # the 4-D kernel too
+    info = export_pruned(tmp_path / "p.params", posterior, 0.9, net=net)
+    assert info["weights_left"] == round(0.1 * (36 + 192))
+    stored = mx.nd.load(str(tmp_path / "p.params"))
+    assert stored["0.weight"].stype == "csr" and stored["0.weight"].shape == (4, 9)
+    assert stored["1.running_mean"].stype == "default"
+    with use_weights(net, posterior, pruned_weights(posterior, 0.9)):
+        expected = predict_proba(net, None, X)
+    fresh = bn_net(7)
+    load_pruned(tmp_path / "p.params", fresh)
+    assert fresh[0].weight.shape == (4, 1, 3, 3)
+    np.testing.assert_array_equal(predict_proba(fresh, None, X), expected)
+
+
+@pytest.mark.parametrize("trained, make, lost", [
+    ("bn_trained", bn_net, "1.gamma, 1.beta, 1.running_mean, 1.running_var"),
+    ("last_layer_trained", last_layer_net, "0.weight, 0.bias")])
+def test_a_posterior_only_export_is_refused_naming_what_would_be_lost(
+        trained, make, lost, request, tmp_path):
+    net, posterior, X = request.getfixturevalue(trained)
+    info = export_pruned(tmp_path / "p.params", posterior, 0.0)
+    assert not info["whole_network"]
+    fresh = make(7)
+    before = _arrays(fresh)
+    with pytest.raises(PosteriorMismatchError, match=f"network's {lost} are not in it"):
+        load_pruned(tmp_path / "p.params", fresh)
+    after = _arrays(fresh)
+    assert all(np.array_equal(before[k], after[k]) for k in before)  # nothing changed
+    # allow_missing: the posterior's arrays only, the rest as the network holds them
+    load_pruned(tmp_path / "p.params", net, allow_missing=True)
+    np.testing.assert_array_equal(predict_proba(net, None, X),
+                                  predict_proba(net, posterior, X, 0))
+
+
+def test_export_refuses_a_network_that_does_not_fit(bn_trained, tmp_path):
+    _, posterior, _ = bn_trained
+    with pytest.raises(PosteriorMismatchError):
+        export_pruned(tmp_path / "p.params", posterior, 0.5, net=last_layer_net(0))
+    assert not list(tmp_path.iterdir())
+
+
+def _rewrite_layout(path, change):
+    arrays = mx.nd.load(str(path))
+    layout = json.loads(arrays["__layout__"].asnumpy().tobytes().decode())
+    change(layout)
+    arrays["__layout__"] = mx.nd.array(np.frombuffer(json.dumps(layout).encode(), np.uint8),
+                                       dtype="uint8")
+    mx.nd.save(str(path), arrays)
+
+
+def test_format_1_exports_still_load_and_unknown_formats_are_refused(trained_like, tmp_path):
+    net, posterior, X = trained_like
+    path = tmp_path / "old.params"
+    export_pruned(path, posterior, 0.5)
+
+    def as_format_1(layout):  # what bbb_gluon wrote before the whole network went in
+        layout["format"] = "bbb_gluon.pruned/1"
+        del layout["whole_network"], layout["dense_shapes"]
+
+    _rewrite_layout(path, as_format_1)
+    with use_weights(net, posterior, pruned_weights(posterior, 0.5)):
+        expected = predict_proba(net, None, X)
+    fresh, _ = make_net(units=(20, 30, 4), seed=9)
+    assert load_pruned(path, fresh)["format"] == "bbb_gluon.pruned/1"
+    np.testing.assert_array_equal(predict_proba(fresh, None, X), expected)
+    _rewrite_layout(path, lambda layout: layout.update(format="bbb_gluon.pruned/2",
+                                                       dense_shapes={"0.weight": [7, 7]}))
+    with pytest.raises(ValueError, match="corrupt pruned-network file"):
+        load_pruned(path, fresh)
+    _rewrite_layout(path, lambda layout: layout.update(format="bbb_gluon.pruned/9"))
+    with pytest.raises(ValueError, match="pruned/9, which this version"):
+        load_pruned(path, fresh)
+
+
+def test_the_docs_pruning_example_runs(bn_trained, tmp_path, monkeypatch):
+    import re
+    from pathlib import Path
+
+    import matplotlib
+
+    matplotlib.use("Agg")
+    page = Path(__file__).resolve().parents[1] / "docs" / "api" / "pruning.rst"
+    block = re.search(r"\.\. code-block:: python\n\n(.*?)\n\n\S", page.read_text(), re.S)
+    code = "\n".join(line[3:] for line in block.group(1).splitlines())
+    net, posterior, X = bn_trained
+    y = predict_proba(net, posterior, X, 0).argmax(axis=1)
+    monkeypatch.chdir(tmp_path)
+    namespace = {"net": net, "posterior": posterior, "X_test": X, "y_test": y,
+                 "new_net": bn_net(7)}
+    exec(compile(code, str(page), "exec"), namespace)
+    assert namespace["table"][0]["error_by_snr"] == 0.0  # the means' own labels
+    assert (tmp_path / "pruning.png").stat().st_size > 0
+    with use_weights(net, posterior, pruned_weights(posterior, 0.95)):
+        expected = predict_proba(net, None, X)
+    np.testing.assert_array_equal(namespace["probs"], expected)
+
+
+def test_a_tied_weight_is_pruned_once_and_loads_under_both_names(tmp_path):
+    first = nn.Dense(3, in_units=3)
+    net = nn.HybridSequential()
+    net.add(first, nn.Dense(3, in_units=3, params=first.params), nn.BatchNorm(in_channels=3))
+    net.initialize(mx.init.Normal(0.5))
+    posterior = Posterior(net, seed=0)
+    assert prunable_keys(posterior) == ["0.weight"]
+    X = np.random.default_rng(3).normal(size=(8, 3)).astype(np.float32)
+    with use_weights(net, posterior, pruned_weights(posterior, 0.5)):
+        expected = predict_proba(net, None, X)
+    assert export_pruned(tmp_path / "p.params", posterior, 0.5, net=net)["num_weights"] == 9
+    other = nn.Dense(3, in_units=3)
+    fresh = nn.HybridSequential()
+    fresh.add(other, nn.Dense(3, in_units=3, params=other.params), nn.BatchNorm(in_channels=3))
+    fresh.initialize(mx.init.Normal(0.5))
+    load_pruned(tmp_path / "p.params", fresh)
+    assert int((fresh[1].weight.data() == 0).sum().asscalar()) == 5  # 4.5 rounds up
+    np.testing.assert_array_equal(predict_proba(fresh, None, X), expected)

@@ -32,7 +32,7 @@ from .._files import atomic_nd_save, read_nd_file
 from . import ops
 from .noise import NoiseSource
 from .priors import HALF_LOG_2PI
-from .selection import BAYESIAN_LAYERS, _structural_params, bayesian_parameters
+from .selection import BAYESIAN_LAYERS, bayesian_parameters, structural_params
 
 __all__ = ["Posterior", "WeightSample", "PosteriorMismatchError", "bayesian_parameters",
            "BAYESIAN_LAYERS"]
@@ -328,7 +328,7 @@ class Posterior(gluon.Block):
     def check_net(self, net):
         """``net``'s parameters under the posterior's keys; :class:`PosteriorMismatchError`
         unless ``net`` has every one of them with the same shape."""
-        named = _structural_params(net)
+        named = structural_params(net)
         mine = dict(zip(self.keys, self.shapes, strict=True))
         theirs = {k: tuple(named[k].shape) for k in self.keys if k in named}
         if mine != theirs:

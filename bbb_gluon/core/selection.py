@@ -5,15 +5,27 @@ import re
 from mxnet import gluon
 from mxnet.gluon import nn
 
-__all__ = ["bayesian_parameters", "BAYESIAN_LAYERS"]
+__all__ = ["bayesian_parameters", "structural_params", "BAYESIAN_LAYERS"]
 
 # The layers whose weight and bias a posterior covers by default.
 BAYESIAN_LAYERS = (nn.Dense, nn.Conv1D, nn.Conv2D, nn.Conv3D, nn.Conv1DTranspose,
                    nn.Conv2DTranspose, nn.Conv3DTranspose)
 
 
-def _structural_params(net):
-    """``{structural name: Parameter}`` in the order ``save_parameters`` writes them."""
+def structural_params(net):
+    """Every parameter of ``net`` under its structural name.
+
+    Parameters
+    ----------
+    net : gluon.Block
+
+    Returns
+    -------
+    dict
+        ``{"0.weight": Parameter, "1.gamma": Parameter, ...}`` in the order
+        ``net.save_parameters`` writes them, the same names for every instance of one
+        architecture; a Parameter that layers share appears under each of its names.
+    """
     if not isinstance(net, gluon.Block):
         raise TypeError(f"expected a gluon Block, got {type(net).__name__}")
     # Block has no public accessor for save_parameters' structural names ("0.weight").
@@ -50,7 +62,7 @@ def bayesian_parameters(net, select=None):
         If nothing is chosen, the selector is of an unknown kind, or a chosen parameter
         has no value yet (not initialised, or deferred shapes not yet inferred).
     """
-    named = _structural_params(net)
+    named = structural_params(net)
     if select is None:
         ids = set()
 

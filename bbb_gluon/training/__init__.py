@@ -7,11 +7,12 @@ diverges, ``history`` keeps its record, and ``progress`` shows it as it goes. A 
 run's report (``write_report``) is :mod:`bbb_gluon.reports`'.
 """
 
-from .checkpoint import CheckpointError, load_run
+from .checkpoint import CheckpointError, UnreadableCheckpointError, load_run
 from .config import MODELS, RECIPES, TrainConfig
 from .guards import TrainingDiverged, TrainingInterrupted
 from .loop import TrainResult, fit
 from .model import build_mlp
 
 __all__ = ["TrainConfig", "TrainResult", "fit", "build_mlp", "load_run",
-           "CheckpointError", "TrainingInterrupted", "TrainingDiverged", "MODELS", "RECIPES"]
+           "CheckpointError", "UnreadableCheckpointError", "TrainingInterrupted",
+           "TrainingDiverged", "MODELS", "RECIPES"]

@@ -20,15 +20,12 @@ from .._files import (
     json_array,
     read_nd_file,
 )
-from ..core.posterior import (
-    Posterior,
-    PosteriorMismatchError,
-    _structural_params,
-)
+from ..core.posterior import Posterior, PosteriorMismatchError
+from ..core.selection import structural_params
 from .config import _ARCH_FIELDS, _FREE_FIELDS, TrainConfig
 from .model import _build
 
-__all__ = ["load_run", "CheckpointError"]
+__all__ = ["load_run", "CheckpointError", "UnreadableCheckpointError"]
 
 
 _FORMAT = "bbb_gluon.checkpoint/2"
@@ -40,9 +37,10 @@ class CheckpointError(ValueError):
     """A run folder or checkpoint that cannot be used (missing, corrupt, or another model)."""
 
 
-class _Unreadable(CheckpointError):
-    """A checkpoint file that is missing or corrupt (not one of another version or model):
-    a resumed run may continue from the best one instead."""
+class UnreadableCheckpointError(CheckpointError):
+    """A checkpoint file that is missing, truncated or corrupt, or not a bbb_gluon
+    checkpoint at all (not one of another version or model): a resumed run may continue
+    from the best one instead. ``except CheckpointError`` catches it too."""
 
 
 # Prefixes of the posterior's and the loss's own parameters in checkpoints: each under the
@@ -60,9 +58,9 @@ def _model_arrays(net, posterior, loss=None):
     for prefix, block in ((_LOSS, loss), (_POSTERIOR, posterior)):
         if block is not None:
             out.update({prefix + k: p.data(p.list_ctx()[0])
-                        for k, p in _structural_params(block).items()})
+                        for k, p in structural_params(block).items()})
     covered = _covered(net, posterior)
-    for k, p in _structural_params(net).items():
+    for k, p in structural_params(net).items():
         if id(p) not in covered:
             out[k] = p.data(p.list_ctx()[0])
     return out
@@ -81,9 +79,9 @@ def _set_model_arrays(arrays, net, posterior, path, loss=None):
         arrays = {k: v for k, v in arrays.items() if not k.startswith(_LOSS)}
     for prefix, block in ((_LOSS, loss), (_POSTERIOR, posterior)):
         if block is not None:
-            targets.update({prefix + k: p for k, p in _structural_params(block).items()})
+            targets.update({prefix + k: p for k, p in structural_params(block).items()})
     covered = _covered(net, posterior)
-    targets.update({k: p for k, p in _structural_params(net).items() if id(p) not in covered})
+    targets.update({k: p for k, p in structural_params(net).items() if id(p) not in covered})
     if set(targets) != set(arrays):
         raise CheckpointError(f"{path} holds parameters of another architecture")
     for name, param in targets.items():
@@ -110,26 +108,31 @@ def _save_checkpoint(path, net, posterior, trainers, meta, loss=None):
     atomic_nd_save(path, arrays)
 
 
-def _read_checkpoint(path):
+def _read_checkpoint(path, states=True):
+    """``(arrays, meta)``; with ``states``, ``meta`` carries the optimiser states' bytes
+    (``trainer_states``, ``other_trainer_states``) for a resume, else only their size
+    (``optimizer_state_bytes``): several MB that no one reading the run needs."""
     try:
         arrays = read_nd_file(path)
         meta = array_json(arrays.pop("__meta__"))
-        trainer_blob = arrays.pop("__trainer__", None)
-        extra_blobs, i = [], 1
-        while f"__trainer{i}__" in arrays:
-            extra_blobs.append(array_bytes(arrays.pop(f"__trainer{i}__")))
-            i += 1
+        blobs = [arrays.pop("__trainer__", None)]
+        while f"__trainer{len(blobs)}__" in arrays:
+            blobs.append(arrays.pop(f"__trainer{len(blobs)}__"))
     except FileNotFoundError:
-        raise _Unreadable(f"no checkpoint at {path}") from None
+        raise UnreadableCheckpointError(f"no checkpoint at {path}") from None
     except (ValueError, KeyError, UnicodeDecodeError):
-        raise _Unreadable(f"{path} is corrupt or not a bbb_gluon checkpoint") from None
+        raise UnreadableCheckpointError(
+            f"{path} is corrupt or not a bbb_gluon checkpoint") from None
     if meta.get("format") not in _FORMATS_READ:
         if str(meta.get("format", "")).startswith("bbb_gluon.checkpoint/"):
             raise CheckpointError(f"{path} was written by an earlier bbb_gluon in "
                                   f"{meta['format']}, which this version does not read")
-        raise _Unreadable(f"{path} is not a bbb_gluon checkpoint")
-    meta["trainer_states"] = None if trainer_blob is None else array_bytes(trainer_blob)
-    meta["other_trainer_states"] = extra_blobs
+        raise UnreadableCheckpointError(f"{path} is not a bbb_gluon checkpoint")
+    if not states:
+        meta["optimizer_state_bytes"] = sum(b.size for b in blobs if b is not None)
+        return arrays, meta
+    meta["trainer_states"] = None if blobs[0] is None else array_bytes(blobs[0])
+    meta["other_trainer_states"] = [array_bytes(b) for b in blobs[1:]]
     return arrays, meta
 
 
@@ -146,7 +149,7 @@ def _resume_checkpoint(run_dir, which=True):
     _, latest_path, best_path = _run_paths(run_dir)
     try:
         arrays, meta = _read_checkpoint(latest_path)
-    except _Unreadable as e:
+    except UnreadableCheckpointError as e:
         broken = e
     else:
         if which == "best":
@@ -265,7 +268,29 @@ def load_run(run_dir, which="best", ctx=None, net=None):
 
     Returns
     -------
-    (net, posterior or None, TrainConfig, meta dict)
+    net : gluon.Block
+    posterior : Posterior or None
+        None for a run without one (``model="plain"`` or ``"dropout"``).
+    config : TrainConfig
+    meta : dict
+        Where the run stood when the checkpoint was written, all of it small: ``epoch``
+        (epochs finished), ``batch`` (minibatches finished of the next epoch, 0 between
+        epochs) and ``partial`` (that epoch's running sums, or None); ``history`` (one
+        dict per finished epoch, as ``fit`` returns it); ``best`` (``{"epoch", "error"}``
+        of the best validation error so far); ``config`` (the run's settings as the run
+        folder records them); ``noise`` (the weight noise's seed and counters);
+        ``engine``, ``contexts``, ``network`` (``"mlp"`` or ``"user"``) and ``workers``;
+        ``format``; and ``optimizer_state_bytes``, the size of the optimiser states the
+        checkpoint holds (0 for none). The states themselves stay in the file, where a
+        resumed run reads them.
+
+    Raises
+    ------
+    UnreadableCheckpointError
+        If the checkpoint file is truncated, corrupt or not a bbb_gluon checkpoint.
+    CheckpointError
+        If ``run_dir`` is not a run folder, has no such checkpoint, or holds another
+        model (its subclass above included).
     """
     if which not in ("best", "latest"):
         raise ValueError(f"which must be 'best' or 'latest', got {which!r}")
@@ -276,7 +301,7 @@ def load_run(run_dir, which="best", ctx=None, net=None):
     if not os.path.isfile(best_path if which == "best" else latest_path):
         raise CheckpointError(f"{run_dir} has no {which} checkpoint")
     path = best_path if which == "best" else latest_path
-    arrays, meta = _read_checkpoint(path)
+    arrays, meta = _read_checkpoint(path, states=False)
     config = TrainConfig.from_dict(meta["config"])
     user = meta.get("network") == "user"
     if user != (net is not None):

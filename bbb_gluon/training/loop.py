@@ -378,7 +378,7 @@ def _restore_best(run, done, best_arrays):
     if done.best["epoch"] is None or run.valid[0] is None:
         return
     if best_arrays is None and run.run_dir is not None:  # best epoch was before a resume
-        best_arrays, _ = _read_checkpoint(run.best_path)
+        best_arrays, _ = _read_checkpoint(run.best_path, states=False)
     if best_arrays is not None:
         _set_model_arrays(best_arrays, run.net, run.posterior, "best weights", run.loss)
 

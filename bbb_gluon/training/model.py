@@ -10,7 +10,8 @@ from mxnet import gluon
 from mxnet.gluon import nn
 
 from .._checks import check_network_takes
-from ..core.posterior import Posterior, _structural_params
+from ..core.posterior import Posterior
+from ..core.selection import structural_params
 
 __all__ = ["build_mlp"]
 
@@ -41,7 +42,7 @@ def _build(config, ctxs):
     # NumPy from the run's seed, so that fit neither depends on nor changes MXNet's
     # global random state; biases stay zero.
     rng = np.random.default_rng([config.seed, 3])
-    for key, param in _structural_params(net).items():
+    for key, param in structural_params(net).items():
         if key.endswith(".weight"):
             fan_out, fan_in = param.shape[0], int(np.prod(param.shape[1:]))
             scale = math.sqrt(3.0 / ((fan_in + fan_out) / 2.0))
