@@ -102,9 +102,9 @@ def add_prior_options(group, default):
 
 
 def prior_from_args(args):
-    """The prior the options ask for, as ``{"kind": ..., hyperparameters...}`` (the
-    library checks the values: :func:`_checked` makes its ``ValueError`` a usage error)."""
-    from ..core.priors import prior_kinds
+    """The prior the options ask for, as ``{"kind": ..., hyperparameters...}``, or a
+    usage error naming the options whose values the prior refuses."""
+    from ..core.priors import make_prior, prior_kinds
 
     cls = prior_kinds()[args.prior]
     prior = {"kind": args.prior}
@@ -118,6 +118,11 @@ def prior_from_args(args):
             raise UsageError(f"{option.flag} must give a positive finite {option.param} "
                              f"(about -700 to 700), got {value!r}")
         prior[option.param] = param
+    try:
+        make_prior(**prior)
+    except ValueError as e:  # the library's words, and the options that set the values
+        flags = ", ".join(o.flag for o in cls.cli_options)
+        raise UsageError(f"--prior {args.prior} ({flags}): {e}") from None
     return prior
 
 

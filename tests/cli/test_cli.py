@@ -349,6 +349,8 @@ NEW_RUN_ERRORS = [
     (["--pi", "1.5"], "pi is a mixture weight"),
     (["--pi", "0"], "pi is a mixture weight"),
     (["--prior", "gaussian", "--prior-sigma", "0"], "sigma"),
+    (["--prior", "laplace", "--prior-scale", "0"], "--prior laplace (--prior-scale): scale"),
+    (["--prior", "scale_mixture", "--log-sigma2", "-800"], "--log-sigma2 must give"),
     (["--complexity", "kl"], "has no closed-form KL"),
     (["--dropout", "1"], "dropout"),
     (["--test-samples", "-1"], "--test-samples"),
