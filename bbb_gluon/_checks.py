@@ -3,6 +3,8 @@
 import math
 import numbers
 
+from ._kernels.private import children, input_width
+
 __all__ = ["check_int", "check_positive", "as_array", "check_class_labels",
            "check_network_takes"]
 
@@ -85,13 +87,11 @@ def _first_layer_takes(net, shape):
     convolution that knows its input's width and examples of ``shape`` do not have it,
     else ""."""
     block = net
-    while not hasattr(block, "_in_units") and not hasattr(block, "_in_channels") \
-            and getattr(block, "_children", None):
-        block = next(iter(block._children.values()))
-    units = getattr(block, "_in_units", 0)  # a Dense flattens each example
-    if units and math.prod(shape[1:]) != units:
+    while input_width(block) == (None, None) and children(block):
+        block = next(iter(children(block).values()))
+    units, channels = input_width(block)
+    if units and math.prod(shape[1:]) != units:  # a Dense flattens each example
         return f" (its first layer takes (N, {units}))"
-    channels = getattr(block, "_in_channels", 0)
     if channels and (len(shape) < 2 or shape[1] != channels):
         return f" (its first layer takes (N, {channels}, ...))"
     return ""

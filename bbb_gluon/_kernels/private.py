@@ -4,8 +4,11 @@ MXNet 1.9.1 (``bbb_gluon._mxnet_build`` checks the version at import), so that a
 that renamed one fails here and nowhere else.
 """
 
+from mxnet.gluon.loss import _apply_weighting
+
 __all__ = ["sparse_label", "is_hybridized", "set_hybridized", "act_type", "children",
-           "own_params", "dense_settings", "conv_settings", "parameter_arrays",
+           "own_params", "params_with_prefix", "input_width", "dense_settings",
+           "conv_settings", "loss_settings", "apply_weighting", "parameter_arrays",
            "set_parameter_arrays", "dataset_arrays", "barrier"]
 
 
@@ -37,6 +40,19 @@ def own_params(block):
     return block._reg_params
 
 
+def params_with_prefix(block):
+    """``{structural name: Parameter}`` of a Block and its children (``"0.weight"``), the
+    names ``save_parameters`` writes; Block has no public accessor for them."""
+    return block._collect_params_with_prefix()
+
+
+def input_width(block):
+    """``(in_units, in_channels)`` a layer was built with: a Dense's ``in_units``, a
+    convolution's ``in_channels`` (0 while it infers them), None where it has no such
+    setting (other blocks)."""
+    return getattr(block, "_in_units", None), getattr(block, "_in_channels", None)
+
+
 def dense_settings(dense):
     """``(units, flatten)`` of an ``nn.Dense``, as its forward passes them to
     ``FullyConnected``."""
@@ -47,6 +63,18 @@ def conv_settings(conv):
     """``(operator name, keyword arguments)`` of an ``nn.Conv*`` layer, as its forward
     calls the operator (``"Convolution"``, ``{"kernel": ..., "layout": ...}``)."""
     return conv._op_name, dict(conv._kwargs)
+
+
+def loss_settings(loss):
+    """``(weight, batch_axis)`` a Gluon Loss was built with."""
+    return loss._weight, loss._batch_axis
+
+
+def apply_weighting(F, loss, weight, sample_weight=None):
+    """Gluon's own losses scale by ``weight`` (and ``sample_weight``) through this helper;
+    using it keeps a global weight's semantics identical to theirs, and gluon.loss has no
+    public equivalent."""
+    return _apply_weighting(F, loss, weight, sample_weight)
 
 
 def act_type(activation):

@@ -24,9 +24,6 @@ import numbers
 
 import mxnet as mx
 import numpy as np
-
-# Gluon's own losses scale by ``weight`` through this helper; using it keeps the global
-# weight's semantics identical to theirs, and gluon.loss has no public equivalent.
 from mxnet.gluon.loss import (
     HuberLoss,
     L1Loss,
@@ -34,11 +31,11 @@ from mxnet.gluon.loss import (
     Loss,
     SigmoidBCELoss,
     SoftmaxCrossEntropyLoss,
-    _apply_weighting,
 )
 
 from .._checks import check_int, check_positive
 from .._kernels import private as _private
+from .._kernels.private import apply_weighting, loss_settings
 from . import ops
 from .priors import HALF_LOG_2PI, Prior
 
@@ -146,7 +143,7 @@ class GaussianNLLLoss(Loss):
 
     def hybrid_forward(self, F, pred, label, noise_rho=None):
         nll = _gaussian_nll(F, pred, label, self.noise_sigma, noise_rho)
-        return _apply_weighting(F, nll, self._weight, None)
+        return apply_weighting(F, nll, loss_settings(self)[0])
 
 
 def _gaussian_nll(F, pred, label, noise_sigma, noise_rho):
@@ -259,11 +256,11 @@ class BBBLoss(Loss):
     @property
     def global_weight(self):
         """The ``weight`` it was built with (None: 1)."""
-        return self._weight
+        return loss_settings(self)[0]
 
     @property
     def batch_axis(self):
-        return self._batch_axis
+        return loss_settings(self)[1]
 
     def weight_of(self, batch_index):
         """:math:`\\pi_i` for a 0-based minibatch index."""
@@ -277,7 +274,7 @@ class BBBLoss(Loss):
     def nll(self, pred, label):
         """The likelihood cost alone, one value per example, shape ``(B,)``; the labels
         checked first (see ``validate``), and taken in pred's dtype (integer labels too)."""
-        check_labels(self.likelihood, pred, label, self._batch_axis, self.validate)
+        check_labels(self.likelihood, pred, label, self.batch_axis, self.validate)
         nll = self.likelihood(pred, label.astype(pred.dtype, copy=False))
         return nll if nll.ndim == 1 else nll.reshape((-1,))
 
@@ -321,7 +318,7 @@ class BBBLoss(Loss):
             nll = mx.nd.broadcast_add(nll, complexity * (self.weight_of(batch_index)
                                                          / batch_size))
         # The global weight scales the whole cost, complexity included.
-        return _apply_weighting(mx.nd, nll, self._weight, None)
+        return apply_weighting(mx.nd, nll, self.global_weight)
 
     def forward(self, pred, label, sample, batch_index=0, batch_size=None):
         """See the class docstring; ``batch_size`` as in :meth:`combine`. The result

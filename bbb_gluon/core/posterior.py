@@ -29,6 +29,7 @@ from mxnet import autograd, gluon
 
 from .._checks import check_positive
 from .._files import atomic_nd_save, read_nd_file
+from .._kernels.private import params_with_prefix
 from . import ops
 from .noise import NoiseSource
 from .priors import HALF_LOG_2PI
@@ -360,7 +361,7 @@ class Posterior(gluon.Block):
         ``deduplicate`` is accepted for Gluon's signature; a posterior shares nothing."""
         del deduplicate
         atomic_nd_save(filename, {name: p.data(self.contexts[0])
-                                  for name, p in self._collect_params_with_prefix().items()})
+                                  for name, p in params_with_prefix(self).items()})
 
     def load_parameters(self, filename, ctx=None, allow_missing=False, ignore_extra=False):
         """Read a file written by :meth:`save_parameters`.
@@ -374,7 +375,7 @@ class Posterior(gluon.Block):
         if not any(k.endswith(("_mu", "_rho")) for k in arrays):
             raise PosteriorMismatchError(f"{filename} is not a bbb_gluon posterior file (no "
                                          f"mu or rho arrays; it holds {sorted(arrays)[:4]})")
-        params = self._collect_params_with_prefix()
+        params = params_with_prefix(self)
         wanted = {name: tuple(p.shape) for name, p in params.items()}
         theirs = {k: tuple(v.shape) for k, v in arrays.items()}
         if allow_missing:

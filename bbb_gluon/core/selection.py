@@ -5,6 +5,8 @@ import re
 from mxnet import gluon
 from mxnet.gluon import nn
 
+from .._kernels.private import params_with_prefix
+
 __all__ = ["bayesian_parameters", "structural_params", "BAYESIAN_LAYERS"]
 
 # The layers whose weight and bias a posterior covers by default.
@@ -29,7 +31,7 @@ def structural_params(net):
     if not isinstance(net, gluon.Block):
         raise TypeError(f"expected a gluon Block, got {type(net).__name__}")
     # Block has no public accessor for save_parameters' structural names ("0.weight").
-    return net._collect_params_with_prefix()
+    return params_with_prefix(net)
 
 
 def bayesian_parameters(net, select=None):
