@@ -1,12 +1,29 @@
 """The package's argument checks, so that every bad number reads the same way."""
 
+import functools
 import math
 import numbers
 
 from ._kernels.private import children, input_width
 
-__all__ = ["check_int", "check_positive", "as_array", "check_class_labels",
+__all__ = ["renamed_keywords", "check_int", "check_positive", "as_array", "check_class_labels",
            "check_network_takes"]
+
+
+def renamed_keywords(**renamed):
+    """A decorator that refuses the keywords a function no longer takes, naming the ones
+    that replaced them (``renamed_keywords(num_samples="samples")``): one name per idea
+    across the package, and an old call fails with the new name in its message."""
+    def decorate(function):
+        @functools.wraps(function)
+        def checked(*args, **kwargs):
+            for old, new in renamed.items():
+                if old in kwargs:
+                    raise TypeError(f"{function.__name__}() takes {new}=, not {old}= (the "
+                                    f"package says {new!r} everywhere)")
+            return function(*args, **kwargs)
+        return checked
+    return decorate
 
 
 def check_int(value, name, minimum):

@@ -15,7 +15,7 @@ import mxnet as mx
 import numpy as np
 from mxnet import autograd
 
-from ._checks import as_array, check_int, check_network_takes
+from ._checks import as_array, check_int, check_network_takes, renamed_keywords
 from ._kernels.threads import predict_threads, using_threads
 from .core.loss import likelihood_kind
 from .core.posterior import Posterior
@@ -73,7 +73,7 @@ def checked_inputs(net, posterior, X, ctx, name="X"):
 # device (the inputs, the first layer's moments) is bounded by it, not by len(X). Up to
 # it (the 10,000-image test sets) one pass gives exactly what predicting all at once
 # gives; each further pass takes the next weight samples, so every example still gets
-# num_samples independent draws.
+# ``samples`` independent draws.
 PASS_EXAMPLES = 10_000
 
 
@@ -82,7 +82,8 @@ def _passes(X):
         yield X[start:start + PASS_EXAMPLES]
 
 
-def predict_proba(net, posterior, X, num_samples=0, batch_size=1000, ctx=None,
+@renamed_keywords(num_samples="samples")
+def predict_proba(net, posterior, X, samples=0, batch_size=1000, ctx=None,
                   likelihood="softmax", mc_dropout=False):
     """Class probabilities for ``X``.
 
@@ -92,7 +93,7 @@ def predict_proba(net, posterior, X, num_samples=0, batch_size=1000, ctx=None,
     posterior : Posterior or None
         ``None`` for a deterministic network (plain or dropout baseline).
     X : ndarray, shape (N, D)
-    num_samples : int, default 0
+    samples : int, default 0
         With a posterior: 0 predicts with the means :math:`\\mu`; ``S > 0`` averages the
         class probabilities over ``S`` weight samples. Without one: ``S > 0`` with
         ``mc_dropout=True`` averages over ``S`` dropout masks (MC dropout).
@@ -117,18 +118,18 @@ def predict_proba(net, posterior, X, num_samples=0, batch_size=1000, ctx=None,
     """
     check_posterior(posterior, "predict_proba")
     likelihood = likelihood_kind(likelihood)
-    check_int(num_samples, "num_samples", 0)
+    check_int(samples, "samples", 0)
     X, ctx, _ = checked_inputs(net, posterior, X, ctx)
     with using_threads(predict_threads(), ctx):
-        return np.concatenate([_predict_proba(net, posterior, part, num_samples, batch_size,
+        return np.concatenate([_predict_proba(net, posterior, part, samples, batch_size,
                                               ctx, likelihood, mc_dropout)
                                for part in _passes(X)])
 
 
-def _predict_proba(net, posterior, X, num_samples, batch_size, ctx, likelihood, mc_dropout):
+def _predict_proba(net, posterior, X, samples, batch_size, ctx, likelihood, mc_dropout):
     chunks = []
     if posterior is None:
-        repeats = num_samples if (mc_dropout and num_samples > 0) else 1
+        repeats = samples if (mc_dropout and samples > 0) else 1
         for xb in _batches(X, batch_size, ctx):
             acc = None
             for _ in range(repeats):
@@ -136,21 +137,22 @@ def _predict_proba(net, posterior, X, num_samples, batch_size, ctx, likelihood, 
                     p = _probs(net(xb), likelihood)
                 acc = p if acc is None else acc + p
             chunks.append(acc / repeats)
-    elif num_samples == 0:
+    elif samples == 0:
         with use_means(net, posterior, ctx):
             chunks = [_probs(net(xb), likelihood) for xb in _batches(X, batch_size, ctx)]
     else:
-        chunks = _mc_mean(net, posterior, X, num_samples, batch_size, ctx, likelihood)
+        chunks = _mc_mean(net, posterior, X, samples, batch_size, ctx, likelihood)
     return mx.nd.concat(*chunks, dim=0).asnumpy()
 
 
-def predict_samples(net, posterior, X, num_samples, batch_size=1000, ctx=None,
+@renamed_keywords(num_samples="samples")
+def predict_samples(net, posterior, X, samples, batch_size=1000, ctx=None,
                     likelihood="softmax"):
-    """Class probabilities under each of ``num_samples`` weight samples.
+    """Class probabilities under each of ``samples`` weight samples.
 
     Returns
     -------
-    ndarray of shape (num_samples, N, C): its mean over axis 0 is the Monte-Carlo
+    ndarray of shape (samples, N, C): its mean over axis 0 is the Monte-Carlo
     predictive, its standard deviation the spread that the weight uncertainty causes.
     With ``likelihood="gaussian"`` the network's outputs per sample instead of
     probabilities (regression: the quantiles over axis 0 give a credible band).
@@ -167,14 +169,14 @@ def predict_samples(net, posterior, X, num_samples, batch_size=1000, ctx=None,
         raise TypeError("predict_samples draws weight samples, so it needs the Posterior; "
                         "for MC dropout, uncertainty(net, None, X, S, mc_dropout=True)")
     likelihood = likelihood_kind(likelihood)
-    check_int(num_samples, "num_samples", 1)
+    check_int(samples, "samples", 1)
     X, ctx, _ = checked_inputs(net, posterior, X, ctx)
     with using_threads(predict_threads(), ctx):
         # Each pass goes straight into the result: a list of passes to concatenate would
         # hold the (S, N, C) result twice.
         out, start = None, 0
         for part in _passes(X):
-            probs = _predict_samples(net, posterior, part, num_samples, batch_size, ctx,
+            probs = _predict_samples(net, posterior, part, samples, batch_size, ctx,
                                      likelihood)
             if out is None:
                 if len(part) == len(X):
@@ -185,16 +187,16 @@ def predict_samples(net, posterior, X, num_samples, batch_size=1000, ctx=None,
         return out
 
 
-def _predict_samples(net, posterior, X, num_samples, batch_size, ctx, likelihood):
+def _predict_samples(net, posterior, X, samples, batch_size, ctx, likelihood):
     plan = _batched_plan(net, posterior, X)
     if plan is not None:
         posterior.check_net(net)
-        parts = _batched_probs(plan, posterior, X, num_samples, batch_size, ctx, likelihood)
+        parts = _batched_probs(plan, posterior, X, samples, batch_size, ctx, likelihood)
         return mx.nd.concat(*parts, dim=1).asnumpy()
     batches = list(_batches(X, batch_size, ctx))
     per_sample = []
     with autograd.pause():
-        for _ in range(num_samples):
+        for _ in range(samples):
             with use_weights(net, posterior, _draw_weights(posterior, ctx), ctx):
                 per_sample.append(mx.nd.concat(*[_probs(net(xb), likelihood)
                                                  for xb in batches], dim=0))
@@ -210,12 +212,12 @@ def error_rate(probs, y):
     return float(np.mean(np.argmax(probs, axis=1) != y))
 
 
-def _dropout_samples(net, X, num_samples, batch_size, ctx, likelihood):
+def _dropout_samples(net, X, samples, batch_size, ctx, likelihood):
     """(S, N, C) probabilities of a deterministic net under S dropout masks (MC dropout)."""
     batches = list(_batches(X, batch_size, ctx))
     per_sample = []
     with autograd.pause(), autograd.train_mode():
-        for _ in range(num_samples):
+        for _ in range(samples):
             per_sample.append(mx.nd.concat(*[_probs(net(xb), likelihood) for xb in batches],
                                            dim=0))
     # One transfer to the host for all samples.
@@ -223,7 +225,8 @@ def _dropout_samples(net, X, num_samples, batch_size, ctx, likelihood):
 
 
 # A user's entry point: every keyword is documented with its default.
-def uncertainty(net, posterior, X, num_samples, batch_size=1000, ctx=None,
+@renamed_keywords(num_samples="samples")
+def uncertainty(net, posterior, X, samples, batch_size=1000, ctx=None,
                 likelihood="softmax", mc_dropout=False, keep_samples=True):
     """Monte-Carlo predictive and its uncertainty measures for ``X``.
 
@@ -235,7 +238,7 @@ def uncertainty(net, posterior, X, num_samples, batch_size=1000, ctx=None,
         ``None`` with ``mc_dropout=True``: dropout masks at test time (MC dropout).
         ``None`` without it: one deterministic prediction (S = 1, mutual information 0).
     X : ndarray, shape (N, D)
-    num_samples : int
+    samples : int
         S >= 1 (ignored for a deterministic prediction).
     batch_size : int, default 1000
     ctx : Context, optional
@@ -257,29 +260,29 @@ def uncertainty(net, posterior, X, num_samples, batch_size=1000, ctx=None,
         raise ValueError(f"uncertainty splits the entropy of class probabilities, so it takes "
                          f"likelihood='softmax' or 'bernoulli', got {likelihood!r}; for a "
                          f"regression, predict_samples gives the outputs per weight sample")
-    check_int(num_samples, "num_samples", 1)
+    check_int(samples, "samples", 1)
     X, ctx, _ = checked_inputs(net, posterior, X, ctx)
-    parts = [_uncertainty(net, posterior, part, num_samples, batch_size, ctx, likelihood,
+    parts = [_uncertainty(net, posterior, part, samples, batch_size, ctx, likelihood,
                           mc_dropout, keep_samples) for part in _passes(X)]
     return {k: np.concatenate([p[k] for p in parts], axis=1 if k == "sample_probs" else 0)
             for k in parts[0]}
 
 
 # uncertainty's parameters, handed on for one bounded pass.
-def _uncertainty(net, posterior, X, num_samples, batch_size, ctx, likelihood, mc_dropout,
+def _uncertainty(net, posterior, X, samples, batch_size, ctx, likelihood, mc_dropout,
                  keep_samples):
     if posterior is not None:
-        samples = predict_samples(net, posterior, X, num_samples, batch_size, ctx, likelihood)
+        drawn = predict_samples(net, posterior, X, samples, batch_size, ctx, likelihood)
     elif mc_dropout:
-        samples = _dropout_samples(net, X, num_samples, batch_size, ctx, likelihood)
+        drawn = _dropout_samples(net, X, samples, batch_size, ctx, likelihood)
     else:
-        samples = predict_proba(net, None, X, 0, batch_size, ctx, likelihood)[None]
-    samples = samples.astype(np.float64)
-    out = {"probs": samples.mean(axis=0),
-           "predictive_entropy": predictive_entropy(samples),
-           "expected_entropy": expected_entropy(samples),
-           "mutual_information": mutual_information(samples),
-           "std": class_std(samples)}
+        drawn = predict_proba(net, None, X, 0, batch_size, ctx, likelihood)[None]
+    drawn = drawn.astype(np.float64)
+    out = {"probs": drawn.mean(axis=0),
+           "predictive_entropy": predictive_entropy(drawn),
+           "expected_entropy": expected_entropy(drawn),
+           "mutual_information": mutual_information(drawn),
+           "std": class_std(drawn)}
     if keep_samples:
-        out["sample_probs"] = samples
+        out["sample_probs"] = drawn
     return out

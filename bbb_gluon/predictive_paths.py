@@ -95,14 +95,14 @@ def _batched_plan(net, posterior, X):
     return (steps, width) if keys == posterior.keys else None
 
 
-def _batched_draws(posterior, num_samples, ctx):
-    """``num_samples`` draws of every parameter, each of shape ``(S,) + shape``, from one
+def _batched_draws(posterior, samples, ctx):
+    """``samples`` draws of every parameter, each of shape ``(S,) + shape``, from one
     counter of the prediction stream."""
     noise = _Noise(posterior, ctx)
     draws = []
     for k, (mu, sigma) in enumerate(zip(posterior.mu(ctx), posterior.sigma(ctx),
                                         strict=True)):
-        eps = noise.normal((num_samples,) + mu.shape, layer=k)
+        eps = noise.normal((samples,) + mu.shape, layer=k)
         draws.append(mx.nd.broadcast_add(mu.expand_dims(0),
                                          mx.nd.broadcast_mul(sigma.expand_dims(0), eps)))
     return dict(zip(posterior.keys, draws, strict=True))
@@ -110,8 +110,8 @@ def _batched_draws(posterior, num_samples, ctx):
 
 def _batched_outputs(steps, weights, xb):
     """Raw outputs ``(S, N, outputs)`` of the MLP for the S weight draws in ``weights``."""
-    num_samples = next(iter(weights.values())).shape[0]
-    h = mx.nd.broadcast_to(xb.expand_dims(0), (num_samples,) + xb.shape)
+    samples = next(iter(weights.values())).shape[0]
+    h = mx.nd.broadcast_to(xb.expand_dims(0), (samples,) + xb.shape)
     for weight, bias, act in steps:
         if weight is not None:
             h = mx.nd.batch_dot(h, weights[weight], transpose_b=True)
@@ -122,7 +122,7 @@ def _batched_outputs(steps, weights, xb):
     return h
 
 
-def _batched_probs(plan, posterior, X, num_samples, batch_size, ctx, likelihood):
+def _batched_probs(plan, posterior, X, samples, batch_size, ctx, likelihood):
     """Per-sample probabilities as a list over batches of ``X`` of ``(S, B, C)`` NDArrays."""
     steps, width = plan
     batches = list(_batches(X, batch_size, ctx))
@@ -130,8 +130,8 @@ def _batched_probs(plan, posterior, X, num_samples, batch_size, ctx, likelihood)
                            _BATCHED_FLOATS // (min(batch_size, len(X)) * width)))
     out = [[] for _ in batches]
     with autograd.pause():
-        for start in range(0, num_samples, per_chunk):
-            weights = _batched_draws(posterior, min(per_chunk, num_samples - start), ctx)
+        for start in range(0, samples, per_chunk):
+            weights = _batched_draws(posterior, min(per_chunk, samples - start), ctx)
             for i, xb in enumerate(batches):
                 out[i].append(_probs(_batched_outputs(steps, weights, xb), likelihood))
     return [mx.nd.concat(*chunks, dim=0) for chunks in out]
@@ -180,7 +180,7 @@ def _first_dense(net, posterior):
     return first, cached[2]
 
 
-def _mc_mean(net, posterior, X, num_samples, batch_size, ctx, likelihood):
+def _mc_mean(net, posterior, X, samples, batch_size, ctx, likelihood):
     """Monte-Carlo predictive mean, one NDArray chunk per batch.
 
     The first layer's input is the same for every weight sample, so its pre-activations
@@ -195,7 +195,7 @@ def _mc_mean(net, posterior, X, num_samples, batch_size, ctx, likelihood):
     if plan is not None:
         posterior.check_net(net)
         return [p.mean(axis=0) for p in
-                _batched_probs(plan, posterior, X, num_samples, batch_size, ctx, likelihood)]
+                _batched_probs(plan, posterior, X, samples, batch_size, ctx, likelihood)]
     batches = list(_batches(X, batch_size, ctx))
     acc = [None] * len(batches)
     # The moments below treat each example as one row of features: 2-D inputs only.
@@ -218,7 +218,7 @@ def _mc_mean(net, posterior, X, num_samples, batch_size, ctx, likelihood):
             fused_relu = _fused_noise(ctx) and isinstance(first.act, nn.Activation) \
                 and _private.act_type(first.act) == "relu"
             first_keys = 2 if has_bias else 1
-            for _ in range(num_samples):
+            for _ in range(samples):
                 weights = _draw_weights(posterior, ctx, keep_means=first_keys)
                 noise = _Noise(posterior, ctx)
                 with use_weights(net, posterior, weights, ctx):
@@ -235,9 +235,9 @@ def _mc_mean(net, posterior, X, num_samples, batch_size, ctx, likelihood):
                         p = _probs(rest(hidden), likelihood)
                         acc[i] = p if acc[i] is None else acc[i] + p
         else:
-            for _ in range(num_samples):
+            for _ in range(samples):
                 with use_weights(net, posterior, _draw_weights(posterior, ctx), ctx):
                     for i, xb in enumerate(batches):
                         p = _probs(net(xb), likelihood)
                         acc[i] = p if acc[i] is None else acc[i] + p
-    return [a / num_samples for a in acc]
+    return [a / samples for a in acc]

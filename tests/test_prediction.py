@@ -2,7 +2,7 @@
 
 - entropy, expected entropy, mutual information and per-class spread against values
   worked out by hand (in the comments), to 1e-7;
-- ``predict_samples`` and ``predict_proba(num_samples=S)`` against a per-sample loop over
+- ``predict_samples`` and ``predict_proba(samples=S)`` against a per-sample loop over
   the same weight draws (noise state rewound with ``state_dict``/``load_state_dict``) with
   a float64 NumPy forward pass, for the fused and the NumPy noise, hybridized or not;
 - the local reparameterisation of the first layer against a float64 re-computation with
@@ -293,8 +293,23 @@ def test_uncertainty_with_mc_dropout_and_deterministic():
 @pytest.mark.parametrize("bad", [0, -1, 1.5, True])
 def test_uncertainty_rejects_bad_sample_counts(bad):
     net, posterior = make_net()
-    with pytest.raises(ValueError, match="num_samples"):
+    with pytest.raises(ValueError, match="samples"):
         uncertainty(net, posterior, inputs(), bad)
+
+
+@pytest.mark.parametrize("function", [predict_proba, predict_samples, uncertainty])
+def test_the_old_keyword_num_samples_is_refused_naming_samples(function):
+    # one name per idea: the step, TrainConfig and the command line say samples
+    net, posterior = make_net()
+    with pytest.raises(TypeError, match=r"takes samples=, not num_samples="):
+        function(net, posterior, inputs(), num_samples=3)
+    got = function(net, posterior, inputs(), samples=3)
+    if isinstance(got, dict):
+        assert got["sample_probs"].shape[0] == 3
+    elif got.ndim == 3:
+        assert got.shape[0] == 3
+    else:
+        np.testing.assert_allclose(got.sum(axis=1), 1.0, rtol=1e-5)
 
 
 def test_weights_go_back_after_prediction():
@@ -532,7 +547,7 @@ def test_a_weight_two_layers_share_is_one_draw_in_both():
     assert posterior.keys == ["0.weight"]
     posterior.mu(mx.cpu(1))[0][:] = 0
     X = mx.nd.ones((3, 2), ctx=mx.cpu(1))
-    mean = prediction.predict_proba(net, posterior, X, num_samples=4000,
+    mean = prediction.predict_proba(net, posterior, X, samples=4000,
                                     likelihood="gaussian")
     # each output's sd over draws is about 2.24: 0.035 for the mean of 4000
     np.testing.assert_allclose(mean, 1.0, atol=0.15)

@@ -161,7 +161,7 @@ def test_a_cnn_trained_with_fewer_threads_than_it_predicts_with_does_not_crash()
         y = np.arange(256) % 10
         config = bbb.TrainConfig(model="bbb", epochs=2, batch_size=128, eval_samples=2)
         bbb.fit(config, (X, y), (X, y), net=net, posterior=posterior, progress=False)
-        probs = bbb.predict_proba(net, posterior, X, num_samples=2, batch_size=128)
+        probs = bbb.predict_proba(net, posterior, X, samples=2, batch_size=128)
         print(int(np.isfinite(probs).all()), *bbb.threads.current())
     """
     assert _run(script, BBB_GLUON_TRAIN_THREADS="1", BBB_GLUON_PREDICT_THREADS="2") \
