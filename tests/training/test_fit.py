@@ -675,7 +675,7 @@ BAD_SETTINGS = [
      "sigma1 must be larger than sigma2"),
     ({"prior": {"kind": "scale_mixture", "pi": 1.5, "sigma1": 1.0, "sigma2": 0.1}}, "pi"),
     ({"prior": {"kind": "gaussian", "sigma": 0.0}}, "sigma"),
-    ({"prior": {"kind": "laplace"}}, "unknown prior"),
+    ({"prior": {"kind": "cauchy"}}, "unknown prior"),
     ({"complexity": "kl"}, "has no closed-form KL"),
 ]
 
