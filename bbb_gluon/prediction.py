@@ -23,12 +23,12 @@ from .core.sampling import use_means, use_weights
 from .entropies import class_std, entropy, expected_entropy, mutual_information, predictive_entropy
 from .predictive_paths import (
     PREDICTION_STREAM,
-    _batched_plan,
-    _batched_probs,
-    _batches,
-    _draw_weights,
-    _mc_mean,
-    _probs,
+    batched_plan,
+    batched_probs,
+    draw_weights,
+    input_batches,
+    mc_mean,
+    output_probs,
 )
 
 __all__ = ["predict_proba", "predict_samples", "error_rate", "PREDICTION_STREAM", "entropy",
@@ -130,18 +130,18 @@ def _predict_proba(net, posterior, X, samples, batch_size, ctx, likelihood, mc_d
     chunks = []
     if posterior is None:
         repeats = samples if (mc_dropout and samples > 0) else 1
-        for xb in _batches(X, batch_size, ctx):
+        for xb in input_batches(X, batch_size, ctx):
             acc = None
             for _ in range(repeats):
                 with autograd.train_mode() if mc_dropout else autograd.predict_mode():
-                    p = _probs(net(xb), likelihood)
+                    p = output_probs(net(xb), likelihood)
                 acc = p if acc is None else acc + p
             chunks.append(acc / repeats)
     elif samples == 0:
         with use_means(net, posterior, ctx):
-            chunks = [_probs(net(xb), likelihood) for xb in _batches(X, batch_size, ctx)]
+            chunks = [output_probs(net(xb), likelihood) for xb in input_batches(X, batch_size, ctx)]
     else:
-        chunks = _mc_mean(net, posterior, X, samples, batch_size, ctx, likelihood)
+        chunks = mc_mean(net, posterior, X, samples, batch_size, ctx, likelihood)
     return mx.nd.concat(*chunks, dim=0).asnumpy()
 
 
@@ -188,17 +188,17 @@ def predict_samples(net, posterior, X, samples, batch_size=1000, ctx=None,
 
 
 def _predict_samples(net, posterior, X, samples, batch_size, ctx, likelihood):
-    plan = _batched_plan(net, posterior, X)
+    plan = batched_plan(net, posterior, X)
     if plan is not None:
         posterior.check_net(net)
-        parts = _batched_probs(plan, posterior, X, samples, batch_size, ctx, likelihood)
+        parts = batched_probs(plan, posterior, X, samples, batch_size, ctx, likelihood)
         return mx.nd.concat(*parts, dim=1).asnumpy()
-    batches = list(_batches(X, batch_size, ctx))
+    batches = list(input_batches(X, batch_size, ctx))
     per_sample = []
     with autograd.pause():
         for _ in range(samples):
-            with use_weights(net, posterior, _draw_weights(posterior, ctx), ctx):
-                per_sample.append(mx.nd.concat(*[_probs(net(xb), likelihood)
+            with use_weights(net, posterior, draw_weights(posterior, ctx), ctx):
+                per_sample.append(mx.nd.concat(*[output_probs(net(xb), likelihood)
                                                  for xb in batches], dim=0))
     return mx.nd.stack(*per_sample).asnumpy()
 
@@ -214,11 +214,11 @@ def error_rate(probs, y):
 
 def _dropout_samples(net, X, samples, batch_size, ctx, likelihood):
     """(S, N, C) probabilities of a deterministic net under S dropout masks (MC dropout)."""
-    batches = list(_batches(X, batch_size, ctx))
+    batches = list(input_batches(X, batch_size, ctx))
     per_sample = []
     with autograd.pause(), autograd.train_mode():
         for _ in range(samples):
-            per_sample.append(mx.nd.concat(*[_probs(net(xb), likelihood) for xb in batches],
+            per_sample.append(mx.nd.concat(*[output_probs(net(xb), likelihood) for xb in batches],
                                            dim=0))
     # One transfer to the host for all samples.
     return mx.nd.stack(*per_sample).asnumpy()

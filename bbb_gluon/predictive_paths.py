@@ -43,13 +43,13 @@ def _fused_noise(ctx):
     return ctx.device_type == "cpu" and fused.available()
 
 
-def _batches(X, batch_size, ctx):
+def input_batches(X, batch_size, ctx):
     check_int(batch_size, "batch_size", 1)
     for start in range(0, X.shape[0], batch_size):
         yield mx.nd.array(X[start:start + batch_size], ctx=ctx, dtype="float32")
 
 
-def _probs(out, likelihood):
+def output_probs(out, likelihood):
     if likelihood == "gaussian":  # the network's output is the predictive mean itself
         return out
     if likelihood == "bernoulli":
@@ -74,7 +74,7 @@ _BATCHED_MAX_WEIGHTS = 50_000   # posterior size up to which the batched path is
 _BATCHED_FLOATS = 1 << 23       # floats (32 MiB) per chunk: weight draws, and activations
 
 
-def _batched_plan(net, posterior, X):
+def batched_plan(net, posterior, X):
     """The layers of ``net`` as steps for :func:`_batched_outputs`, when ``net`` is a small
     Sequential MLP (Dense, Activation, Dropout) whose every Dense parameter the posterior
     covers, in order, and ``X`` is 2-D; else None."""
@@ -122,10 +122,10 @@ def _batched_outputs(steps, weights, xb):
     return h
 
 
-def _batched_probs(plan, posterior, X, samples, batch_size, ctx, likelihood):
+def batched_probs(plan, posterior, X, samples, batch_size, ctx, likelihood):
     """Per-sample probabilities as a list over batches of ``X`` of ``(S, B, C)`` NDArrays."""
     steps, width = plan
-    batches = list(_batches(X, batch_size, ctx))
+    batches = list(input_batches(X, batch_size, ctx))
     per_chunk = max(1, min(_BATCHED_FLOATS // max(posterior.num_weights, 1),
                            _BATCHED_FLOATS // (min(batch_size, len(X)) * width)))
     out = [[] for _ in batches]
@@ -133,11 +133,11 @@ def _batched_probs(plan, posterior, X, samples, batch_size, ctx, likelihood):
         for start in range(0, samples, per_chunk):
             weights = _batched_draws(posterior, min(per_chunk, samples - start), ctx)
             for i, xb in enumerate(batches):
-                out[i].append(_probs(_batched_outputs(steps, weights, xb), likelihood))
+                out[i].append(output_probs(_batched_outputs(steps, weights, xb), likelihood))
     return [mx.nd.concat(*chunks, dim=0) for chunks in out]
 
 
-def _draw_weights(posterior, ctx, keep_means=0):
+def draw_weights(posterior, ctx, keep_means=0):
     """One weight sample (list of arrays) for prediction, on its own noise stream.
 
     With the fused kernels the noise comes from ``bbb_normal`` (about ten times cheaper
@@ -180,7 +180,7 @@ def _first_dense(net, posterior):
     return first, cached[2]
 
 
-def _mc_mean(net, posterior, X, samples, batch_size, ctx, likelihood):
+def mc_mean(net, posterior, X, samples, batch_size, ctx, likelihood):
     """Monte-Carlo predictive mean, one NDArray chunk per batch.
 
     The first layer's input is the same for every weight sample, so its pre-activations
@@ -191,12 +191,12 @@ def _mc_mean(net, posterior, X, samples, batch_size, ctx, likelihood):
     predictive of every example has exactly the distribution it has with sampled weights
     (examples are never mixed in a prediction). Later layers use sampled weights.
     """
-    plan = _batched_plan(net, posterior, X)
+    plan = batched_plan(net, posterior, X)
     if plan is not None:
         posterior.check_net(net)
         return [p.mean(axis=0) for p in
-                _batched_probs(plan, posterior, X, samples, batch_size, ctx, likelihood)]
-    batches = list(_batches(X, batch_size, ctx))
+                batched_probs(plan, posterior, X, samples, batch_size, ctx, likelihood)]
+    batches = list(input_batches(X, batch_size, ctx))
     acc = [None] * len(batches)
     # The moments below treat each example as one row of features: 2-D inputs only.
     split = _first_dense(net, posterior) if X.ndim == 2 else None
@@ -219,7 +219,7 @@ def _mc_mean(net, posterior, X, samples, batch_size, ctx, likelihood):
                 and _private.act_type(first.act) == "relu"
             first_keys = 2 if has_bias else 1
             for _ in range(samples):
-                weights = _draw_weights(posterior, ctx, keep_means=first_keys)
+                weights = draw_weights(posterior, ctx, keep_means=first_keys)
                 noise = _Noise(posterior, ctx)
                 with use_weights(net, posterior, weights, ctx):
                     for i, (mean, std) in enumerate(moments):
@@ -232,12 +232,12 @@ def _mc_mean(net, posterior, X, samples, batch_size, ctx, likelihood):
                             hidden = mean + std * noise.normal(mean.shape, layer=1000 + i)
                         if first.act is not None and not fused_relu:
                             hidden = first.act(hidden)
-                        p = _probs(rest(hidden), likelihood)
+                        p = output_probs(rest(hidden), likelihood)
                         acc[i] = p if acc[i] is None else acc[i] + p
         else:
             for _ in range(samples):
-                with use_weights(net, posterior, _draw_weights(posterior, ctx), ctx):
+                with use_weights(net, posterior, draw_weights(posterior, ctx), ctx):
                     for i, xb in enumerate(batches):
-                        p = _probs(net(xb), likelihood)
+                        p = output_probs(net(xb), likelihood)
                         acc[i] = p if acc[i] is None else acc[i] + p
     return [a / samples for a in acc]

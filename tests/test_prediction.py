@@ -369,7 +369,7 @@ def batched_reference(posterior, engine, counter, num_samples):
 @pytest.mark.parametrize("hybrid", [False, True])
 def test_small_networks_predict_all_samples_at_once(noise_engine, hybrid):
     net, posterior = make_net(hybrid=hybrid)
-    assert predictive_paths._batched_plan(net, posterior, inputs()) is not None
+    assert predictive_paths.batched_plan(net, posterior, inputs()) is not None
     X = inputs(n=9)
     c0 = next_counter(posterior)
     samples = predict_samples(net, posterior, X, 6, batch_size=4)
@@ -405,15 +405,15 @@ def test_batched_path_with_a_bernoulli_output_and_many_samples(monkeypatch):
 
 def test_which_networks_take_the_batched_path():
     net, posterior = make_net()
-    assert predictive_paths._batched_plan(net, posterior, inputs()) is not None
-    assert predictive_paths._batched_plan(net, posterior, inputs()[:, None, :]) is None  # not 2-D
+    assert predictive_paths.batched_plan(net, posterior, inputs()) is not None
+    assert predictive_paths.batched_plan(net, posterior, inputs()[:, None, :]) is None  # not 2-D
     conv = nn.HybridSequential()
     conv.add(nn.Conv2D(2, 3, in_channels=1), nn.Flatten(), nn.Dense(2, in_units=32))
     conv.initialize()
-    assert predictive_paths._batched_plan(conv, Posterior(conv, seed=0),
+    assert predictive_paths.batched_plan(conv, Posterior(conv, seed=0),
                                     np.zeros((2, 36), np.float32)) is None
     last = Posterior(net, seed=0, select=[net[-1]])
-    assert predictive_paths._batched_plan(net, last, inputs()) is None  # not every layer sampled
+    assert predictive_paths.batched_plan(net, last, inputs()) is None  # not every layer sampled
 
 
 def test_gaussian_likelihood_returns_the_outputs_per_sample():

@@ -14,7 +14,7 @@ import numpy as np
 from .._checks import check_int
 from .._kernels import build as _build
 from .config import BanditConfig
-from .environment import MushroomBandit, _below, _key, _mix64, _stream, _unit
+from .environment import MushroomBandit, hash_below, hash_key, hash_stream, hash_unit, mix64
 
 __all__ = ["StackedAgents", "BanditCheckpointError", "complexity_scale"]
 
@@ -138,7 +138,7 @@ class StackedAgents:
         self.P = P
         self.mu = np.empty((A, P), np.float32)
         for s, seed in enumerate(c.seeds):
-            init = np.random.Generator(np.random.PCG64(_key(seed, 2))).normal(
+            init = np.random.Generator(np.random.PCG64(hash_key(seed, 2))).normal(
                 0.0, c.mu_init, size=P).astype(np.float32)
             # biases start at 0; every agent of a seed starts from the same weights
             for _, b in split_params(np.arange(P), self.width, c.hidden):
@@ -156,7 +156,7 @@ class StackedAgents:
         self.lr = np.array([c.agent_lr(spec) for _, spec in self.specs], np.float32)
         self.adam = np.array([c.agent_optimizer(spec) == "adam" for _, spec in self.specs],
                              np.uint8)
-        self.key = np.array([_key(seed, 3, i % len(c.agents)) for i, (seed, _) in
+        self.key = np.array([hash_key(seed, 3, i % len(c.agents)) for i, (seed, _) in
                              enumerate(self.specs)], np.uint64)
 
     @property
@@ -195,10 +195,10 @@ class StackedAgents:
         for i, (seed, _) in enumerate(self.specs):
             if i % n == 0:
                 r, u = self.env.draw(seed, t0, t1)
-            h = _stream(int(self.key[i]) ^ 0x5A5A, t0, t1)
+            h = hash_stream(int(self.key[i]) ^ 0x5A5A, t0, t1)
             rows.append(r)
             unlucky.append(u)
-            eu.append(_unit(h))
+            eu.append(hash_unit(h))
             ea.append(((h >> np.uint64(3)) & np.uint64(1)).astype(np.uint8))
         return (np.ascontiguousarray(np.stack(rows)), np.ascontiguousarray(np.stack(unlucky)),
                 np.ascontiguousarray(np.stack(eu)), np.ascontiguousarray(np.stack(ea)))
@@ -263,8 +263,8 @@ def kernel_noise(key, n):
 def _tagged(key, tag, offset):
     """The kernel's ``mix64(mix64(key ^ (tag << 56)) + offset)``."""
     with np.errstate(over="ignore"):
-        inner = _mix64(np.uint64(key) ^ np.uint64(tag << 56))
-        return int(_mix64(inner + np.uint64(offset)))
+        inner = mix64(np.uint64(key) ^ np.uint64(tag << 56))
+        return int(mix64(inner + np.uint64(offset)))
 
 
 def update_noise_key(agent_key, t, u, updates):
@@ -276,8 +276,8 @@ def minibatch_indices(agent_key, t, u, updates, batch, n):
     """Buffer slots of the minibatch of update ``u`` after step ``t`` (``n`` items stored)."""
     ukey = _tagged(agent_key, 2, t * updates + u)
     with np.errstate(over="ignore"):
-        h = _mix64(np.uint64(ukey) + np.arange(batch, dtype=np.uint64))
-    return _below(h, n).astype(np.int64)
+        h = mix64(np.uint64(ukey) + np.arange(batch, dtype=np.uint64))
+    return hash_below(h, n).astype(np.int64)
 
 
 def act_noise_keys(agent_key, t, k, act_draws="shared"):

@@ -1,6 +1,6 @@
 """The Mushroom bandit and each agent's replay buffer.
 
-Every random draw comes from a counter-based hash stream (``_key``, ``_stream``) that
+Every random draw comes from a counter-based hash stream (``hash_key``, ``hash_stream``) that
 ``_kernels/bandit.cc`` computes the same way, so the Python and compiled engines see the
 same mushrooms, rewards and minibatches.
 """
@@ -20,7 +20,7 @@ _MASK = (1 << 64) - 1
 
 
 # ---------------------------------------------------------------- hashing (shared with C++)
-def _mix64(z):
+def mix64(z):
     """splitmix64's finaliser on uint64 arrays (the kernel's ``mix64``)."""
     z = np.asarray(z, dtype=np.uint64) + np.uint64(0x9E3779B97F4A7C15)
     z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
@@ -28,27 +28,27 @@ def _mix64(z):
     return z ^ (z >> np.uint64(31))
 
 
-def _key(*parts):
+def hash_key(*parts):
     """A 64-bit key from small non-negative integers (seed, stream, ...)."""
     k = np.uint64(0)
     with np.errstate(over="ignore"):
         for p in parts:
-            k = _mix64(k ^ np.uint64(p & _MASK))
+            k = mix64(k ^ np.uint64(p & _MASK))
     return int(k)
 
 
-def _stream(key, t0, t1):
+def hash_stream(key, t0, t1):
     """Hashes of steps ``t0 .. t1 - 1`` under ``key``: a pure function of (key, t)."""
     with np.errstate(over="ignore"):
-        return _mix64(np.uint64(key) + np.arange(t0, t1, dtype=np.uint64))
+        return mix64(np.uint64(key) + np.arange(t0, t1, dtype=np.uint64))
 
 
-def _below(h, n):
+def hash_below(h, n):
     """Map 64-bit hashes to integers in [0, n) (multiply-shift on the top 32 bits)."""
     return ((h >> np.uint64(32)) * np.uint64(n)) >> np.uint64(32)
 
 
-def _unit(h):
+def hash_unit(h):
     """Map 64-bit hashes to float32 uniforms in [0, 1) (24 bits)."""
     return ((h >> np.uint64(8)) & np.uint64(0xFFFFFF)).astype(np.float32) / np.float32(2**24)
 
@@ -85,8 +85,8 @@ class MushroomBandit:
     def draw(self, seed, t0, t1):
         """``(rows, unlucky)`` for steps ``t0 .. t1 - 1``: the mushrooms shown, and 1
         where eating a poisonous one would pay −35 (else +5); ``int32`` and ``uint8``."""
-        h = _stream(_key(seed, 1), t0, t1)
-        rows = _below(h, self.num_rows).astype(np.int32)
+        h = hash_stream(hash_key(seed, 1), t0, t1)
+        rows = hash_below(h, self.num_rows).astype(np.int32)
         unlucky = ((h >> np.uint64(7)) & np.uint64(1)).astype(np.uint8)
         return rows, unlucky
 

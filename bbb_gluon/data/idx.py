@@ -41,24 +41,24 @@ _IDX_LABELS = 0x00000801  # unsigned byte, 1 dimension
 _IDX_IMAGES = 0x00000803  # unsigned byte, 3 dimensions
 _IDX_NDIM = {_IDX_LABELS: 1, _IDX_IMAGES: 3}
 
-_DEBIAN_FASHION = "/usr/share/datasets/fashion-mnist/"
+DEBIAN_FASHION = "/usr/share/datasets/fashion-mnist/"
 
 
-def _all_file_names() -> tuple[str, ...]:
+def all_file_names() -> tuple[str, ...]:
     return FILE_NAMES["train"] + FILE_NAMES["test"]
 
 
-def _mxnet_cache_dir(name: str) -> Path:
+def mxnet_cache_dir(name: str) -> Path:
     # Resolved at call time: MXNet's own default ``root`` is frozen when mxnet is imported,
     # so a later change of MXNET_HOME (e.g. in tests) would otherwise be ignored.
     return Path(mx.base.data_dir()).expanduser() / "datasets" / name
 
 
 def _not_found_message(name: str, problem: str, searched: list[Path]) -> str:
-    files = ", ".join(_all_file_names())
+    files = ", ".join(all_file_names())
     folders = ", ".join(str(p) for p in searched)
     debian = (f"; on Debian/Ubuntu, 'apt-get install -y dataset-fashion-mnist' puts them in "
-              f"{_DEBIAN_FASHION} (link it as fashion-mnist/)" if name == "fashion-mnist"
+              f"{DEBIAN_FASHION} (link it as fashion-mnist/)" if name == "fashion-mnist"
               else "")
     return (
         f"Dataset {name!r} not found: {problem} Searched: {folders}. "
@@ -66,7 +66,7 @@ def _not_found_message(name: str, problem: str, searched: list[Path]) -> str:
         f"To fix this, set the environment variable {ENV_VAR} to a data folder with a "
         f"{name + '/'!r} subfolder holding these four files{debian}; or connect to the "
         f"internet and leave {ENV_VAR} unset so that MXNet can download them into "
-        f"{_mxnet_cache_dir(name)}."
+        f"{mxnet_cache_dir(name)}."
     )
 
 
@@ -136,7 +136,7 @@ def read_idx(path: str | os.PathLike) -> np.ndarray:
     return np.frombuffer(payload, dtype=np.uint8).reshape(dims).copy()
 
 
-def _check_name(name: str) -> None:
+def check_dataset_name(name: str) -> None:
     if name not in DATASETS:
         raise ValueError(f"unknown dataset {name!r}; valid names are {', '.join(DATASETS)}")
 
@@ -207,7 +207,7 @@ def _remove_new_entries(folder: Path, before: set[Path], created_dirs: list[Path
 
 
 def _download_raw(name: str, train: bool) -> tuple[np.ndarray, np.ndarray]:
-    cache = _mxnet_cache_dir(name)
+    cache = mxnet_cache_dir(name)
     cls = mx.gluon.data.vision.MNIST if name == "mnist" else mx.gluon.data.vision.FashionMNIST
     before, created_dirs = _snapshot(cache)
     try:
@@ -270,7 +270,7 @@ def load_raw(
     DataFileError
         If a file is corrupt or holds the wrong number of examples or invalid labels.
     """
-    _check_name(name)
+    check_dataset_name(name)
     data_root = find_data_root(root)
     if data_root is None:
         return _download_raw(name, bool(train))

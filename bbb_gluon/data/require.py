@@ -11,7 +11,7 @@ import os
 from pathlib import Path
 
 from .folder import ENV_VAR, DatasetNotFoundError, find_data_root
-from .idx import _DEBIAN_FASHION, DATASETS, _all_file_names, _mxnet_cache_dir
+from .idx import DATASETS, DEBIAN_FASHION, all_file_names, mxnet_cache_dir
 from .mushroom import MUSHROOM_FILE, MUSHROOM_HINT
 
 __all__ = ["require_datasets"]
@@ -67,8 +67,8 @@ def require_datasets(*names: str, root: str | os.PathLike | None = None) -> Path
             elif not (data_root / name / MUSHROOM_FILE).is_file():
                 problems.append(f"'mushroom': {data_root / name} lacks {MUSHROOM_FILE}")
             continue
-        folder = _mxnet_cache_dir(name) if data_root is None else data_root / name
-        missing = [f for f in _all_file_names() if not (folder / f).is_file()]
+        folder = mxnet_cache_dir(name) if data_root is None else data_root / name
+        missing = [f for f in all_file_names() if not (folder / f).is_file()]
         if missing:
             problems.append(f"{name!r}: {folder} lacks {', '.join(missing)}")
     if not problems:
@@ -78,7 +78,7 @@ def require_datasets(*names: str, root: str | os.PathLike | None = None) -> Path
     hints = []
     if "fashion-mnist" in names:
         hints.append(f"On Debian, `apt-get install dataset-fashion-mnist` puts Fashion-MNIST "
-                     f"in {_DEBIAN_FASHION}.")
+                     f"in {DEBIAN_FASHION}.")
     if "mushroom" in names:
         hints.append(MUSHROOM_HINT)
     raise DatasetNotFoundError(

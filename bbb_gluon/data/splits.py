@@ -12,7 +12,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .._checks import check_int
-from .idx import IMAGE_SHAPE, NUM_TRAIN, _check_name, load_raw
+from .idx import IMAGE_SHAPE, NUM_TRAIN, check_dataset_name, load_raw
 
 __all__ = ["PixelTransform", "Splits", "load_dataset"]
 
@@ -214,7 +214,7 @@ def load_dataset(
     DatasetNotFoundError, DataFileError
         See ``load_raw``.
     """
-    _check_name(name)
+    check_dataset_name(name)
     if not isinstance(transform, PixelTransform):
         transform = PixelTransform(transform)
     num_valid = check_int(num_valid, "num_valid", 0)

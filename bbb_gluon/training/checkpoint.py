@@ -22,15 +22,15 @@ from .._files import (
 )
 from ..core.posterior import Posterior, PosteriorMismatchError
 from ..core.selection import structural_params
-from .config import _ARCH_FIELDS, _FREE_FIELDS, TrainConfig
-from .model import _build
+from .config import ARCH_FIELDS, FREE_FIELDS, TrainConfig
+from .model import build_model
 
 __all__ = ["load_run", "CheckpointError", "UnreadableCheckpointError"]
 
 
-_FORMAT = "bbb_gluon.checkpoint/2"
+CHECKPOINT_FORMAT = "bbb_gluon.checkpoint/2"
 # Format 1 named the posterior's arrays "<key>|mu"; it is still read.
-_FORMATS_READ = (_FORMAT,)
+_FORMATS_READ = (CHECKPOINT_FORMAT,)
 
 
 class CheckpointError(ValueError):
@@ -50,7 +50,7 @@ _POSTERIOR = "posterior:"
 _LOSS = "loss:"
 
 
-def _model_arrays(net, posterior, loss=None):
+def model_arrays(net, posterior, loss=None):
     """Every array that defines the model: the posterior's mu and rho, the network's other
     parameters, BatchNorm statistics included, and the parameters of a loss that has some
     (a learned noise scale)."""
@@ -73,7 +73,7 @@ def _covered(net, posterior):
         else set()
 
 
-def _set_model_arrays(arrays, net, posterior, path, loss=None):
+def set_model_arrays(arrays, net, posterior, path, loss=None):
     targets = {}
     if loss is None:  # reading a run back without its loss: its parameters are not needed
         arrays = {k: v for k, v in arrays.items() if not k.startswith(_LOSS)}
@@ -91,10 +91,10 @@ def _set_model_arrays(arrays, net, posterior, path, loss=None):
         param.set_data(arrays[name])
 
 
-def _save_checkpoint(path, net, posterior, trainers, meta, loss=None):
+def save_checkpoint(path, net, posterior, trainers, meta, loss=None):
     """``trainers``: None (a weights-only checkpoint) or the run's trainers, whose optimiser
     states are stored as ``__trainer__``, ``__trainer1__``, ..."""
-    arrays = dict(_model_arrays(net, posterior, loss))
+    arrays = dict(model_arrays(net, posterior, loss))
     arrays["__meta__"] = json_array(meta)
     for i, trainer in enumerate(trainers or []):
         fd, tmp = tempfile.mkstemp(prefix=".tmp-states-")
@@ -108,7 +108,7 @@ def _save_checkpoint(path, net, posterior, trainers, meta, loss=None):
     atomic_nd_save(path, arrays)
 
 
-def _read_checkpoint(path, states=True):
+def read_checkpoint(path, states=True):
     """``(arrays, meta)``; with ``states``, ``meta`` carries the optimiser states' bytes
     (``trainer_states``, ``other_trainer_states``) for a resume, else only their size
     (``optimizer_state_bytes``): several MB that no one reading the run needs."""
@@ -136,7 +136,7 @@ def _read_checkpoint(path, states=True):
     return arrays, meta
 
 
-def _resume_checkpoint(run_dir, which=True):
+def resume_checkpoint(run_dir, which=True):
     """The checkpoint a resumed run continues from: ``(arrays, meta, path, broken)``,
     ``broken`` the error that made the latest one unusable (or None).
 
@@ -146,9 +146,9 @@ def _resume_checkpoint(run_dir, which=True):
     ``which="best"``: the best one, also without optimiser states (they start afresh),
     only when the latest cannot be read.
     """
-    _, latest_path, best_path = _run_paths(run_dir)
+    _, latest_path, best_path = run_paths(run_dir)
     try:
-        arrays, meta = _read_checkpoint(latest_path)
+        arrays, meta = read_checkpoint(latest_path)
     except UnreadableCheckpointError as e:
         broken = e
     else:
@@ -158,7 +158,7 @@ def _resume_checkpoint(run_dir, which=True):
                 "(resume=True); going back to the best checkpoint would overwrite it")
         return arrays, meta, latest_path, None
     try:
-        arrays, meta = _read_checkpoint(best_path)
+        arrays, meta = read_checkpoint(best_path)
     except CheckpointError as e:
         raise CheckpointError(f"{broken}, and {e}: the run cannot continue") from None
     if meta["trainer_states"] is None and which != "best":
@@ -170,13 +170,13 @@ def _resume_checkpoint(run_dir, which=True):
     return arrays, meta, best_path, broken
 
 
-def _announce_fallback(broken, path, meta, writer):
+def announce_fallback(broken, path, meta, writer):
     """The one-line notice of a resume from ``path`` instead of the unreadable latest
     checkpoint. The ``writer`` first copies that aside and puts ``path`` in its place, so
     that the latest checkpoint is where the run stands again."""
     if not writer:
         return
-    latest_path = _run_paths(os.path.dirname(os.path.dirname(path)))[1]
+    latest_path = run_paths(os.path.dirname(os.path.dirname(path)))[1]
     kept = _keep_corrupt(latest_path) if os.path.exists(latest_path) else None
     atomic_write(latest_path, lambda tmp: shutil.copyfile(path, tmp))
     print(f"bbb_gluon: {broken}" + (f" (a copy is kept as {kept})" if kept else "")
@@ -206,7 +206,7 @@ def _keep_corrupt(path):
     raise CheckpointError(f"{path} is corrupt, and so are the 100 copies beside it")
 
 
-def _load_trainer_states(trainer, blob):
+def load_trainer_states(trainer, blob):
     fd, tmp = tempfile.mkstemp(prefix=".tmp-states-")
     try:
         with os.fdopen(fd, "wb") as f:
@@ -216,15 +216,15 @@ def _load_trainer_states(trainer, blob):
         os.remove(tmp)
 
 
-def _run_paths(run_dir):
+def run_paths(run_dir):
     ckpt = os.path.join(run_dir, "checkpoints")
     return ckpt, os.path.join(ckpt, "latest.params"), os.path.join(ckpt, "best.params")
 
 
-def _check_resume_config(stored, here, path):
+def check_resume_config(stored, here, path):
     """``here``: the resumed run's configuration as its run folder would hold it (what
     applies to the run; :meth:`TrainConfig.record`)."""
-    for name in _ARCH_FIELDS:
+    for name in ARCH_FIELDS:
         a, b = stored.get(name), here.get(name)
         if a != b:
             raise CheckpointError(
@@ -233,14 +233,14 @@ def _check_resume_config(stored, here, path):
     defaults = TrainConfig().to_dict()
     for name, b in here.items():
         a = stored.get(name, defaults[name])
-        if name not in _FREE_FIELDS and a != b:
+        if name not in FREE_FIELDS and a != b:
             raise CheckpointError(
                 f"{path} was trained with {name}={a!r}; resuming with {name}={b!r} would "
                 "not continue the same run (only epochs, log_every and eval_samples may "
                 "change)")
 
 
-def _check_resume_setup(meta, setup, path):
+def check_resume_setup(meta, setup, path):
     """The engine, the devices and the workers decide the noise a run draws: a resumed run
     keeps them."""
     for name, value in setup.items():
@@ -295,13 +295,13 @@ def load_run(run_dir, which="best", ctx=None, net=None):
     if which not in ("best", "latest"):
         raise ValueError(f"which must be 'best' or 'latest', got {which!r}")
     run_dir = os.fspath(run_dir)
-    _, latest_path, best_path = _run_paths(run_dir)
+    _, latest_path, best_path = run_paths(run_dir)
     if not os.path.isfile(os.path.join(run_dir, "config.json")):
         raise CheckpointError(f"{run_dir} is not a run folder (no config.json)")
     if not os.path.isfile(best_path if which == "best" else latest_path):
         raise CheckpointError(f"{run_dir} has no {which} checkpoint")
     path = best_path if which == "best" else latest_path
-    arrays, meta = _read_checkpoint(path, states=False)
+    arrays, meta = read_checkpoint(path, states=False)
     config = TrainConfig.from_dict(meta["config"])
     user = meta.get("network") == "user"
     if user != (net is not None):
@@ -309,14 +309,14 @@ def load_run(run_dir, which="best", ctx=None, net=None):
             f"{path} is a run of {'a network of its user' if user else 'the package MLP'}: "
             + ("pass an instance of that network as net=" if user else "do not pass net="))
     if net is None:
-        net, posterior = _build(config, [ctx or mx.current_context()])
+        net, posterior = build_model(config, [ctx or mx.current_context()])
     else:
         covered = {k[len(_POSTERIOR):-3] for k in arrays
                    if k.startswith(_POSTERIOR) and k.endswith("_mu")}
         posterior = Posterior(net, seed=config.seed, select=lambda key, _: key in covered) \
             if covered else None
     try:
-        _set_model_arrays(arrays, net, posterior, path)
+        set_model_arrays(arrays, net, posterior, path)
     except PosteriorMismatchError as e:
         raise CheckpointError(str(e)) from None
     return net, posterior, config, meta

@@ -20,10 +20,10 @@ __all__ = ["TrainConfig", "MODELS", "RECIPES"]
 MODELS = ("bbb", "plain", "dropout")
 _MLP_FIELDS = ("hidden", "activation", "num_inputs", "num_outputs", "dropout")
 _POSTERIOR_INIT_FIELDS = ("mu_init", "mu_scale", "rho_init")
-_ARCH_FIELDS = ("model", "hidden", "activation", "num_inputs", "num_outputs", "likelihood")
+ARCH_FIELDS = ("model", "hidden", "activation", "num_inputs", "num_outputs", "likelihood")
 # Settings a resumed run may change: they decide how long it runs and what it reports,
 # not the path its parameters take.
-_FREE_FIELDS = ("epochs", "log_every", "eval_samples")
+FREE_FIELDS = ("epochs", "log_every", "eval_samples")
 # MXNet 1.9.1's wheels index arrays with int32 (built without USE_INT64_TENSOR_SIZE), and
 # optimisers take their rates as float32.
 _MAX_ARRAY = 2**31 - 1

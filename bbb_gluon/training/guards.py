@@ -7,7 +7,7 @@ import math
 import signal
 
 from ..core.step import NotFiniteError, first_not_finite
-from .checkpoint import _model_arrays
+from .checkpoint import model_arrays
 
 __all__ = ["TrainingInterrupted", "TrainingDiverged"]
 
@@ -37,7 +37,7 @@ class TrainingDiverged(NotFiniteError, RuntimeError):
         self.epoch, self.batch = epoch, batch
 
 
-def _reduce_costs(group, acc_nll, acc_cplx):
+def reduce_costs(group, acc_nll, acc_cplx):
     """The epoch's summed likelihood cost over all workers' shards, and the complexity
     cost's running sum averaged over the workers (each measures it on its own noise)."""
     nll, cplx = float(acc_nll.asscalar()), float(acc_cplx.asscalar())
@@ -47,7 +47,7 @@ def _reduce_costs(group, acc_nll, acc_cplx):
     return float(nll), float(cplx) / group.num_workers
 
 
-def _first_nonfinite(running_cost, recent):
+def first_nonfinite(running_cost, recent):
     """The batch (0-based) of the first cost that is not finite among ``recent``, the
     ``(batch, nll, complexity)`` of the steps since the last look (at least one), or -1 if
     there is none.
@@ -65,7 +65,7 @@ def _first_nonfinite(running_cost, recent):
     return recent[-1][0]
 
 
-def _raise_if_diverged(bad, acc_nll, acc_cplx, epoch, run_dir, elsewhere=False):
+def raise_if_diverged(bad, acc_nll, acc_cplx, epoch, run_dir, elsewhere=False):
     """Raise :class:`TrainingDiverged` if batch ``bad`` (0-based; -1: none) had a cost
     that is not finite here, or, with ``elsewhere``, on another worker."""
     if bad < 0 and elsewhere:
@@ -91,10 +91,10 @@ def _kept(epoch, run_dir):
             "good one")
 
 
-def _check_parameters(net, posterior, epoch, run_dir, loss=None):
+def check_parameters(net, posterior, epoch, run_dir, loss=None):
     """Raise :class:`TrainingDiverged` naming the first parameter with a NaN or infinity
     (one pass per array, once an epoch)."""
-    name = first_not_finite(_model_arrays(net, posterior, loss).items())
+    name = first_not_finite(model_arrays(net, posterior, loss).items())
     if name is not None:
         raise TrainingDiverged(
             f"training diverged in epoch {epoch + 1}: parameter {name} holds NaN or "

@@ -17,7 +17,7 @@ from ..core.sampling import use_means
 from ..prediction import error_rate, predict_proba
 
 
-def _write_history(run_dir, history):
+def write_history(run_dir, history):
     atomic_write_text(os.path.join(run_dir, "history.json"), json.dumps(history, indent=1))
     if not history:
         return
@@ -34,7 +34,7 @@ def _fmt(v):
     return str(v)
 
 
-def _epoch_row(run, epoch, nll, complexity, sums, evaluate):
+def epoch_row(run, epoch, nll, complexity, sums, evaluate):
     """One row of the history: the epoch's costs and time and, when ``evaluate`` (rank 0
     of a distributed run), the validation and test errors, or the user's loss."""
     row = {"epoch": epoch + 1, "cost": nll + complexity, "complexity_cost": complexity,

@@ -28,17 +28,17 @@ from tqdm.auto import tqdm
 from .._kernels.threads import per_context, predict_threads, train_threads, using_threads
 from ..core.posterior import Posterior
 from ..signals import stop_requests
-from .checkpoint import _model_arrays, _read_checkpoint, _save_checkpoint, _set_model_arrays
+from .checkpoint import model_arrays, read_checkpoint, save_checkpoint, set_model_arrays
 from .config import TrainConfig
 from .guards import (
     TrainingInterrupted,
-    _check_parameters,
-    _first_nonfinite,
-    _raise_if_diverged,
-    _reduce_costs,
+    check_parameters,
+    first_nonfinite,
+    raise_if_diverged,
+    reduce_costs,
 )
-from .history import _epoch_row, _write_history
-from .prepare import _Progress, prepare, write_config
+from .history import epoch_row, write_history
+from .prepare import Progress, prepare, write_config
 from .prepare import resume as resume_run
 from .progress import progress_mode, say_epoch, say_estimators, say_resume
 
@@ -161,7 +161,7 @@ def fit(config, train, valid=None, run_dir=None, ctx=None, resume=False, progres
     bar, lines = progress_mode(progress)
     run = prepare(config, train, valid, test, run_dir, ctx, resume, net, posterior, loss,
                   kvstore)
-    done = resume_run(run, resume) if resume else _Progress()
+    done = resume_run(run, resume) if resume else Progress()
     lines = lines and run.group.rank == 0  # the others have no errors to show
     if resume and lines:
         say_resume(run.run_dir, config.epochs, done, run.num_batches)
@@ -300,11 +300,11 @@ def _check_costs(run, sums, epoch, stop):
     that went on alone would wait for the others' gradients for ever)."""
     _look_for_nonfinite(sums)
     if not run.group.distributed:
-        _raise_if_diverged(sums.first_bad, sums.nll, sums.complexity, epoch, run.run_dir)
+        raise_if_diverged(sums.first_bad, sums.nll, sums.complexity, epoch, run.run_dir)
         return
     bad, agreed = run.group.allreduce([sums.first_bad >= 0, stop.signals.requested])
     if bad:
-        _raise_if_diverged(sums.first_bad, sums.nll, sums.complexity, epoch, run.run_dir,
+        raise_if_diverged(sums.first_bad, sums.nll, sums.complexity, epoch, run.run_dir,
                            elsewhere=True)
     stop.agreed = agreed > 0
 
@@ -313,7 +313,7 @@ def _look_for_nonfinite(sums):
     """Note in ``sums`` the first batch since the last look whose cost was not finite
     (nothing to read when no batch ran since: the end of an epoch after its last report)."""
     if sums.first_bad < 0 and sums.recent:
-        sums.first_bad = _first_nonfinite(sums.nll + sums.complexity, sums.recent)
+        sums.first_bad = first_nonfinite(sums.nll + sums.complexity, sums.recent)
     sums.recent.clear()
 
 
@@ -326,15 +326,15 @@ def _show_costs(bar, run, sums, i):
 
 def _save_partial(run, done, epoch, sums):
     """A stop inside ``epoch``: the latest checkpoint at its batch, with its running sums."""
-    nll_sum, cplx_sum = _reduce_costs(run.group, sums.nll, sums.complexity)
+    nll_sum, cplx_sum = reduce_costs(run.group, sums.nll, sums.complexity)
     if not math.isfinite(nll_sum + cplx_sum):  # the same sums on every worker
         _look_for_nonfinite(sums)
-        _raise_if_diverged(sums.first_bad, sums.nll, sums.complexity, epoch, run.run_dir,
+        raise_if_diverged(sums.first_bad, sums.nll, sums.complexity, epoch, run.run_dir,
                            elsewhere=sums.first_bad < 0)
     if run.writer:
         part = {"nll": nll_sum, "complexity_sum": cplx_sum, "measured": sums.measured,
                 "seconds": sums.seconds}
-        _save_checkpoint(run.latest_path, run.net, run.posterior, run.trainers,
+        save_checkpoint(run.latest_path, run.net, run.posterior, run.trainers,
                          done.meta(run, epoch, sums.stopped_at, part), run.loss)
 
 
@@ -342,14 +342,14 @@ def _end_epoch(run, done, epoch, sums, restore_best):
     """Check and evaluate the finished epoch, record it, and save the checkpoints; return
     a copy of the weights when they are the best yet and ``restore_best`` wants them."""
     _look_for_nonfinite(sums)
-    _raise_if_diverged(sums.first_bad, sums.nll, sums.complexity, epoch, run.run_dir)
-    _check_parameters(run.net, run.posterior, epoch, run.run_dir, run.loss)
-    nll_sum, cplx_sum = _reduce_costs(run.group, sums.nll, sums.complexity)
+    raise_if_diverged(sums.first_bad, sums.nll, sums.complexity, epoch, run.run_dir)
+    check_parameters(run.net, run.posterior, epoch, run.run_dir, run.loss)
+    nll_sum, cplx_sum = reduce_costs(run.group, sums.nll, sums.complexity)
     complexity = (run.pi_sum * cplx_sum / sums.measured
                   if run.posterior is not None and sums.measured else 0.0)
     lead = run.group.rank == 0  # the others have nothing to record: rank 0 evaluates
     with using_threads(per_context(predict_threads(), run.ctxs[0]), run.ctxs[0]):
-        row = _epoch_row(run, epoch, nll_sum, complexity, sums, evaluate=lead)
+        row = epoch_row(run, epoch, nll_sum, complexity, sums, evaluate=lead)
     done.history.append(row)
     Xv = run.valid[0]
     improved = lead and Xv is not None and (done.best["error"] is None
@@ -359,17 +359,17 @@ def _end_epoch(run, done, epoch, sums, restore_best):
         done.best = {"epoch": epoch + 1, "error": row.get(run.metric)}
         if restore_best and Xv is not None:
             best_arrays = {k: v.copy()
-                           for k, v in _model_arrays(run.net, run.posterior, run.loss).items()}
+                           for k, v in model_arrays(run.net, run.posterior, run.loss).items()}
     if run.writer:
         meta = done.meta(run, epoch + 1, 0, None)
         if improved or Xv is None:
             # With the optimiser states: a run whose latest checkpoint is lost
             # continues exactly from here.
-            _save_checkpoint(run.best_path, run.net, run.posterior, run.trainers, meta,
+            save_checkpoint(run.best_path, run.net, run.posterior, run.trainers, meta,
                              run.loss)
-        _save_checkpoint(run.latest_path, run.net, run.posterior, run.trainers, meta,
+        save_checkpoint(run.latest_path, run.net, run.posterior, run.trainers, meta,
                          run.loss)
-        _write_history(run.run_dir, done.history)
+        write_history(run.run_dir, done.history)
     return best_arrays
 
 
@@ -378,9 +378,9 @@ def _restore_best(run, done, best_arrays):
     if done.best["epoch"] is None or run.valid[0] is None:
         return
     if best_arrays is None and run.run_dir is not None:  # best epoch was before a resume
-        best_arrays, _ = _read_checkpoint(run.best_path, states=False)
+        best_arrays, _ = read_checkpoint(run.best_path, states=False)
     if best_arrays is not None:
-        _set_model_arrays(best_arrays, run.net, run.posterior, "best weights", run.loss)
+        set_model_arrays(best_arrays, run.net, run.posterior, "best weights", run.loss)
 
 
 def _batch_seed(seed, epoch, batch, rank=None):

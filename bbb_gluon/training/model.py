@@ -34,7 +34,7 @@ def build_mlp(hidden=(400, 400), num_outputs=10, activation="relu", num_inputs=7
     return net
 
 
-def _build(config, ctxs):
+def build_model(config, ctxs):
     net = build_mlp(config.hidden, config.num_outputs, config.activation, config.num_inputs,
                     config.dropout if config.model == "dropout" else 0.0)
     net.initialize(mx.init.Zero(), ctx=ctxs)
@@ -56,7 +56,7 @@ def _build(config, ctxs):
     return net, posterior
 
 
-def _check_user_model(config, net, posterior, loss):
+def check_user_model(config, net, posterior, loss):
     """What the labels must be for a user's network: None (the package's MLP), ("classes",
     None) for integer labels, ("targets", None) for real values; errors before any work."""
     if net is None:
@@ -84,7 +84,7 @@ def _check_user_model(config, net, posterior, loss):
     return ("classes", None) if loss is None else ("targets", None)
 
 
-def _num_classes(net, X, ctx, likelihood, name):
+def classes_of(net, X, ctx, likelihood, name):
     """Classes the user's network predicts: its output width (2 for one Bernoulli logit),
     from X's first example; ``ValueError`` naming ``name`` where it cannot take them."""
     out = check_network_takes(net, X, name, ctx)

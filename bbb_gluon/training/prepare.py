@@ -3,7 +3,7 @@
 ``prepare`` checks everything the user gave (configuration, arrays, run folder) before any
 work starts, then builds the network, posterior, step and Trainers into one ``_Run``;
 ``resume`` reads the latest checkpoint into them and returns where training stood
-(``_Progress``).
+(``Progress``).
 """
 
 import json
@@ -22,18 +22,18 @@ from ..core.step import BBBStep, trainable_params
 from ..data import ArrayLoader
 from ..distributed import WorkerGroup
 from .checkpoint import (
-    _FORMAT,
+    CHECKPOINT_FORMAT,
     CheckpointError,
-    _announce_fallback,
-    _check_resume_config,
-    _check_resume_setup,
-    _load_trainer_states,
-    _resume_checkpoint,
-    _run_paths,
-    _set_model_arrays,
+    announce_fallback,
+    check_resume_config,
+    check_resume_setup,
+    load_trainer_states,
+    resume_checkpoint,
+    run_paths,
+    set_model_arrays,
 )
 from .config import TrainConfig
-from .model import _build, _check_user_model, _num_classes
+from .model import build_model, check_user_model, classes_of
 
 
 @dataclass
@@ -71,7 +71,7 @@ class _Run:
 
 
 @dataclass
-class _Progress:
+class Progress:
     """Where training stands: what a checkpoint saves and ``resume`` restores."""
 
     history: list = field(default_factory=list)
@@ -83,7 +83,7 @@ class _Progress:
     def meta(self, run, epoch, batch, partial):
         """A checkpoint's metadata at ``epoch`` (finished) and ``batch`` of the next."""
         noise = run.posterior.noise.state_dict() if run.posterior is not None else None
-        return {"format": _FORMAT, "config": run.record, "epoch": epoch,
+        return {"format": CHECKPOINT_FORMAT, "config": run.record, "epoch": epoch,
                 "batch": batch, "partial": partial, "history": self.history,
                 "best": self.best, "noise": noise, **run.setup}
 
@@ -95,7 +95,7 @@ def prepare(config, train, valid, test, run_dir, ctx, resume, net, posterior, lo
     run folder is created only then) or built."""
     if not isinstance(config, TrainConfig):
         raise TypeError("config must be a TrainConfig")
-    task = _check_user_model(config, net, posterior, loss)
+    task = check_user_model(config, net, posterior, loss)
     from_loader = isinstance(train, gluon.data.DataLoader)
     if from_loader and net is None:
         raise ValueError("a DataLoader needs net=: the package's MLP trains from arrays")
@@ -109,7 +109,7 @@ def prepare(config, train, valid, test, run_dir, ctx, resume, net, posterior, lo
     group = WorkerGroup(kvstore)
     if from_loader:  # its data are read batch by batch, not checked up front: its first
         # batch goes through the network (it takes the batches, or says so)
-        _num_classes(net, next(iter(train))[0], ctxs[0], config.likelihood,
+        classes_of(net, next(iter(train))[0], ctxs[0], config.likelihood,
                      "the DataLoader's inputs")
     else:
         train = _check_arrays("training", *train, config, task, net, ctxs[0])
@@ -155,7 +155,7 @@ def _run_folder(run_dir, resume, writer):
             raise ValueError("resume=True needs a run_dir")
         return None, None, None
     run_dir = os.fspath(run_dir)
-    ckpt_dir, latest_path, best_path = _run_paths(run_dir)
+    ckpt_dir, latest_path, best_path = run_paths(run_dir)
     if resume not in (False, True, "best"):
         raise ValueError(f"resume must be True, False or 'best', got {resume!r}")
     if resume:
@@ -174,7 +174,7 @@ def _model(config, net, posterior, loss, ctxs, group, kvstore, num_batches):
     """The network and posterior (built from ``config`` unless given), the likelihood, the
     step and its Trainer, over everything the step trains (a one-element list)."""
     if net is None:
-        net, posterior = _build(config, ctxs)
+        net, posterior = build_model(config, ctxs)
     elif config.model == "bbb" and posterior is None:
         posterior = Posterior(net, mu_init=config.mu_init, mu_scale=config.mu_scale,
                               rho_init=config.rho_init, seed=config.seed)
@@ -216,31 +216,31 @@ def _make_trainer(config, params, ctxs, group=None, kvstore=None):
 
 
 def resume(run, which=True):
-    """Load ``run``'s latest checkpoint (``which``: see ``_resume_checkpoint``) into its
+    """Load ``run``'s latest checkpoint (``which``: see ``resume_checkpoint``) into its
     network, posterior, Trainers and noise; return where training stood."""
-    arrays, meta, path, broken = _resume_checkpoint(run.run_dir, which)
+    arrays, meta, path, broken = resume_checkpoint(run.run_dir, which)
     config = run.config
-    _check_resume_config(meta["config"], run.record, path)
+    check_resume_config(meta["config"], run.record, path)
     if config.epochs < meta["epoch"]:
         raise CheckpointError(f"{run.run_dir} has already finished {meta['epoch']} epochs; "
                               f"resume with epochs >= {meta['epoch']} (equal: end the run "
                               f"there, dropping a partly trained epoch), not {config.epochs}")
     try:
-        _set_model_arrays(arrays, run.net, run.posterior, path, run.loss)
+        set_model_arrays(arrays, run.net, run.posterior, path, run.loss)
     except PosteriorMismatchError as e:
         raise CheckpointError(str(e)) from None
     if meta["trainer_states"] is not None:
-        _load_trainer_states(run.trainers[0], meta["trainer_states"])
+        load_trainer_states(run.trainers[0], meta["trainer_states"])
     if meta["other_trainer_states"]:
         raise CheckpointError(f"{path} holds the optimiser states of two Trainers "
                               "(written before one Trainer trained everything): it loads "
                               "with load_run, but cannot resume exactly; start the run anew")
     if run.posterior is not None:
         run.posterior.noise.load_state_dict(meta["noise"])
-    _check_resume_setup(meta, run.setup, path)
+    check_resume_setup(meta, run.setup, path)
     if broken is not None:
-        _announce_fallback(broken, path, meta, run.writer)
-    return _Progress(meta["history"], meta["epoch"], meta["batch"], meta.get("partial"),
+        announce_fallback(broken, path, meta, run.writer)
+    return Progress(meta["history"], meta["epoch"], meta["batch"], meta.get("partial"),
                      meta["best"])
 
 
@@ -269,7 +269,7 @@ def _check_arrays(name, X, y, config, task=None, net=None, ctx=None):
         raise ValueError(f"{name} inputs contain NaN or infinity")
     classes = 2 if config.likelihood == "bernoulli" else config.num_outputs
     if task is not None:
-        classes = _num_classes(net, X, ctx, config.likelihood, f"the {name} inputs")
+        classes = classes_of(net, X, ctx, config.likelihood, f"the {name} inputs")
     if task is not None and task[0] == "targets":
         if y.ndim < 1 or len(y) != len(X):
             raise ValueError(f"{name} targets must have one row per input ({len(X)}), got "

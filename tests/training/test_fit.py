@@ -320,12 +320,12 @@ if where == "mid-epoch":  # during the 3rd step of epoch 2 (5 steps an epoch)
         return step(self, *a, **k)
     bbb_gluon.core.engines.FusedBBBStep.__call__ = killing_step
 elif where == "between-epochs":  # once epoch 2's checkpoint and history are written
-    write = bbb_gluon.training.loop._write_history
+    write = bbb_gluon.training.loop.write_history
     def killing_write(run_dir, history):
         write(run_dir, history)
         if len(history) == 2:
             die()
-    bbb_gluon.training.loop._write_history = killing_write
+    bbb_gluon.training.loop.write_history = killing_write
 elif where == "during-checkpoint":  # epoch 2's latest.params written but not yet renamed
     replace = os.replace
     def killing_replace(src, dst):
@@ -355,9 +355,9 @@ def _trainer_states(run_dir):
     """The optimiser state stored in a run's latest checkpoint, as NumPy arrays."""
     import pickle
 
-    from bbb_gluon.training.checkpoint import _read_checkpoint
+    from bbb_gluon.training.checkpoint import read_checkpoint
 
-    _, meta = _read_checkpoint(Path(run_dir) / "checkpoints" / "latest.params")
+    _, meta = read_checkpoint(Path(run_dir) / "checkpoints" / "latest.params")
     states, _ = pickle.loads(meta["trainer_states"])
     return {k: [a.asnumpy() for a in (v if isinstance(v, tuple | list) else [v])]
             for k, v in states.items()}
@@ -1025,16 +1025,16 @@ def test_divergence_in_the_first_epoch_writes_no_checkpoint(mnist_300, tmp_path)
 
 
 def test_a_non_finite_parameter_is_named(mnist_300):
-    from bbb_gluon.training.guards import _check_parameters
+    from bbb_gluon.training.guards import check_parameters
 
     result = fit(tiny("bbb", epochs=1, eval_samples=0), mnist_300.train, progress=False)
-    _check_parameters(result.net, result.posterior, 0, None)  # finite: no error
+    check_parameters(result.net, result.posterior, 0, None)  # finite: no error
     rho = result.posterior.rho()[1].copy()
     rho[0] = float("nan")
     result.posterior.params["posterior_" + result.posterior.keys[1] + "_rho"].set_data(rho)
     name = f"posterior:{result.posterior.keys[1]}_rho"  # as the checkpoint names it
     with pytest.raises(TrainingDiverged, match=re.escape(name)):
-        _check_parameters(result.net, result.posterior, 0, None)
+        check_parameters(result.net, result.posterior, 0, None)
 
 
 @pytest.mark.parametrize("engine", ["auto", "reference"])
@@ -1255,10 +1255,10 @@ def test_fit_leaves_mxnet_global_random_state_alone(mnist_300, model, engine):
 
 
 def test_baseline_weights_are_xavier_uniform_from_the_seed():
-    from bbb_gluon.training.model import _build
+    from bbb_gluon.training.model import build_model
 
-    net_a, _ = _build(tiny("plain", hidden=(300,)), [mx.cpu()])
-    net_b, _ = _build(tiny("plain", hidden=(300,)), [mx.cpu()])
+    net_a, _ = build_model(tiny("plain", hidden=(300,)), [mx.cpu()])
+    net_b, _ = build_model(tiny("plain", hidden=(300,)), [mx.cpu()])
     w = net_a[0].weight.data().asnumpy()
     np.testing.assert_array_equal(w, net_b[0].weight.data().asnumpy())  # same seed
     scale = math.sqrt(3.0 / ((784 + 300) / 2))
@@ -1407,16 +1407,16 @@ def test_write_report_evaluates_the_best_and_the_last_checkpoint(mnist_300, tmp_
 
 
 def test_the_first_nonfinite_batch_is_found_from_the_running_sum():
-    from bbb_gluon.training.guards import _first_nonfinite
+    from bbb_gluon.training.guards import first_nonfinite
 
     nd, nan, inf = mx.nd, float("nan"), float("inf")
     recent = [(3, nd.array([1.0]), None), (4, nd.array([nan]), None),
               (5, nd.array([inf]), nd.array([1.0]))]
-    assert _first_nonfinite(nd.array([nan]), recent) == 4
-    assert _first_nonfinite(nd.array([2.0]), recent) == -1  # a finite sum: nothing is read
-    assert _first_nonfinite(nd.array([nan]), [(2, nd.array([1.0]), nd.array([nan]))]) == 2
+    assert first_nonfinite(nd.array([nan]), recent) == 4
+    assert first_nonfinite(nd.array([2.0]), recent) == -1  # a finite sum: nothing is read
+    assert first_nonfinite(nd.array([nan]), [(2, nd.array([1.0]), nd.array([nan]))]) == 2
     # every cost finite and their sum not: it overflowed by the last one
-    assert _first_nonfinite(nd.array([inf]), [(7, nd.array([3e38]), None),
+    assert first_nonfinite(nd.array([inf]), [(7, nd.array([3e38]), None),
                                               (8, nd.array([3e38]), None)]) == 8
 
 
