@@ -771,6 +771,7 @@ def test_bandit_without_data_says_where_to_put_it(tmp_path, capsys):
                  "--steps", "5", "--no-progress"]) == 2
     err = capsys.readouterr().err
     assert "agaricus-lepiota.data" in err and "mushroom" in err
+    assert "--data-dir" in err and "BBB_GLUON_DATA" not in err  # the option was given
     assert not (tmp_path / "b").exists()
 
 

@@ -688,7 +688,10 @@ def test_a_wrong_mushroom_file_is_a_clear_error(tmp_path, mushroom_root, edit, m
 def test_a_missing_mushroom_file_says_how_to_fix_it(tmp_path, monkeypatch):
     with pytest.raises(d.DatasetNotFoundError, match="agaricus-lepiota.data") as e:
         d.load_mushroom(tmp_path)
-    assert "mushroom" in str(e.value) and "BBB_GLUON_DATA" in str(e.value)
+    # the folder was given: the fix is another one there, not the variable
+    assert "mushroom" in str(e.value) and "BBB_GLUON_DATA" not in str(e.value)
+    assert "give that folder (the root argument; --data-dir on the command line)" in \
+        str(e.value)
     monkeypatch.delenv("BBB_GLUON_DATA", raising=False)
     with pytest.raises(d.DatasetNotFoundError, match="unset"):
         d.load_mushroom()
