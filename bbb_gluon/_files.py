@@ -36,7 +36,7 @@ def _readable_like_open(path):
 def atomic_write(path, write, suffix=""):
     path = os.fspath(path)
     folder = os.path.dirname(os.path.abspath(path))
-    tmp = None
+    tmp, existed = None, os.path.exists(path)
     try:
         fd, tmp = tempfile.mkstemp(prefix=".tmp-", suffix=suffix, dir=folder)
         os.close(fd)
@@ -55,9 +55,10 @@ def atomic_write(path, write, suffix=""):
         if isinstance(e, OSError | mx.base.MXNetError) and not isinstance(e, FileWriteError):
             reason = e.strerror if isinstance(e, OSError) and e.strerror else \
                 (str(e).strip().splitlines() or [type(e).__name__])[0]
+            kept = ("the file that was there before is unchanged" if existed else
+                    "nothing was left there")
             raise FileWriteError(getattr(e, "errno", None),
-                                 f"could not write {path}: {reason}; the file that was "
-                                 "there before is unchanged", path) from e
+                                 f"could not write {path}: {reason}; {kept}", path) from e
         raise
 
 

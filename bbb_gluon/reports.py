@@ -13,7 +13,7 @@ import os
 
 import numpy as np
 
-from ._files import atomic_write_text
+from ._files import FileWriteError, atomic_write_text
 from .prediction import error_rate, predict_proba
 from .runs import RunFolderError, load_test_split, output_path, read_run_config
 from .training import load_run
@@ -116,12 +116,8 @@ def evaluate_run(run_dir, which="best", samples=100, ood=None, bins=15, ctx=None
     """
     import time
 
-    import matplotlib.pyplot as plt
-
-    from . import data, plotting
-    from ._files import atomic_write_text
+    from . import data
     from .evaluation import evaluate_model
-    from .training import load_run
 
     dataset = read_run_config(run_dir)["data"].get("dataset")
     if ood is not None and ood not in data.DATASETS:
@@ -151,11 +147,25 @@ def evaluate_run(run_dir, which="best", samples=100, ood=None, bins=15, ctx=None
               "seconds": time.perf_counter() - t0}
     if report["ood"] is not None:
         report["ood"] = {"dataset": ood, **report["ood"]}
-    u_in, u_out = evaluation.uncertainty_in, evaluation.uncertainty_out
 
+    try:
+        _write_evaluation(report, evaluation, run_dir, which, ood, Xt, yt,
+                          f"{splits.name} {kind} {'x'.join(map(str, config.hidden))}")
+    except FileWriteError as e:
+        e.report = report  # what was computed, for a caller to show all the same
+        raise
+    return report
+
+
+def _write_evaluation(report, evaluation, run_dir, which, ood, Xt, yt, name):
+    """evaluation.json and the figures of :func:`evaluate_run`'s ``report``."""
+    import matplotlib.pyplot as plt
+
+    from . import plotting
+
+    kind, u_in, u_out = report["model"], evaluation.uncertainty_in, evaluation.uncertainty_out
     paths = dict(zip(("json", "reliability", "least_certain", "entropy_histograms"),
                      evaluation_files(run_dir, which, ood), strict=False))
-    name = f"{splits.name} {kind} {'x'.join(map(str, config.hidden))}"
     figs = [plotting.plot_reliability_diagram(evaluation.summary["reliability"],
                                               paths["reliability"],
                                               title=f"{name}: {report['predictive']}",
@@ -170,13 +180,13 @@ def evaluate_run(run_dir, which="best", samples=100, ood=None, bins=15, ctx=None
             u_in["predictive_entropy"], u_out["predictive_entropy"],
             u_in["mutual_information"] if with_mi else None,
             u_out["mutual_information"] if with_mi else None,
-            path=paths["entropy_histograms"], labels=(f"{splits.name} (in)", f"{ood} (out)"),
+            path=paths["entropy_histograms"], labels=(f"{report['dataset']} (in)",
+                                                       f"{ood} (out)"),
             title=name))
     for fig in figs:
         plt.close(fig)
     report["plots"] = {k: os.path.basename(v) for k, v in paths.items() if k != "json"}
     atomic_write_text(paths["json"], json.dumps(_json_safe(report), indent=1) + "\n")
-    return report
 
 
 def _json_safe(value):

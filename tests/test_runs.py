@@ -167,7 +167,9 @@ def test_compare_prints_and_writes_csv(runs, tmp_path, capsys):
     assert main(["compare", str(plain), str(bbb), "--sort", "valid",
                  "--csv", str(out_csv)]) == 0
     lines = capsys.readouterr().out.splitlines()
-    assert lines[0].split()[:3] == ["run", "model", "hidden"]
+    # trained on a --subset: the table says so (a full run would not look different else)
+    assert lines[0].split()[:4] == ["run", "subset", "model", "hidden"]
+    assert [ln.split()[1] for ln in lines[1:3]] == ["500", "500"]
     with open(out_csv) as f:
         rows = list(csv.DictReader(f))
     assert list(rows[0]) == list(SUMMARY_COLUMNS)

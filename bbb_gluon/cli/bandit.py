@@ -10,6 +10,7 @@ from .common import (
     _checked,
     _stop_listening,
     add_prior_options,
+    check_writable,
     defaults_of,
     prior_from_args,
 )
@@ -61,6 +62,7 @@ def cmd_bandit(args):
                             args.greedy_optimizer))
     if args.threads is not None and args.threads < 1:
         raise UsageError(f"--threads must be >= 1, got {args.threads}")
+    check_writable(args.out, "--out")
     env = bandit.MushroomBandit(_checked(load_mushroom, args.data_dir))
     try:
         result = bandit.run_bandit(config, env, out=args.out, resume=args.resume,

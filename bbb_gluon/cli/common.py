@@ -9,6 +9,7 @@ import inspect
 import math
 import os
 import signal
+import tempfile
 from types import SimpleNamespace
 
 EXIT_FAILURE = 1
@@ -134,6 +135,40 @@ def _refuse_to_overwrite(args, paths):
                          "(nothing was changed)")
 
 
+def check_writable(folder, what, fix=None, file=None):
+    """A UsageError, before any work, where ``folder`` (made later if missing) cannot be
+    written: a scratch folder is made and removed in the nearest folder that exists, since
+    permission bits do not stop root, and a read-only mount or /proc stops everyone.
+    ``what`` names the option (or the argument), ``fix`` what to do (default: choose
+    another ``what``); ``file``: a file to be written in ``folder``, the path shown."""
+    fix = fix or f"choose another {what}"
+    folder = os.path.abspath(folder)
+    shown, near = file or folder, folder
+    while not os.path.exists(near):
+        near = os.path.dirname(near)
+    if not os.path.isdir(near):
+        raise UsageError(f"{what} {shown}: {near} is a file, not a folder; {fix} (nothing "
+                         "was changed)")
+    try:
+        os.rmdir(tempfile.mkdtemp(prefix=".bbb-gluon-write-test-", dir=near))
+    except OSError as e:
+        raise UsageError(f"{what} {shown}: cannot write in {near} ({e.strerror}); {fix} "
+                         "(nothing was changed)") from None
+
+
+def comma_items(text, example):
+    """The stripped items of an option's comma-separated value; an empty one (``400,,400``,
+    a comma at an end) is refused: skipping it would run what was not written. An empty
+    value is no items."""
+    if not text.strip():
+        return []
+    items = [item.strip() for item in text.split(",")]
+    if "" in items:
+        raise argparse.ArgumentTypeError(f"an empty item in {text!r}; write the values like "
+                                         f"{example}")
+    return items
+
+
 def _close(fig):
     """A command writes its figures to files; in-process callers (tests) must not
     accumulate them."""
@@ -181,7 +216,7 @@ def defaults_of_function(function):
 def epoch_list(text):
     """An option's increasing epoch numbers, ``300`` or ``200,400``."""
     try:
-        epochs = [int(e) for e in text.split(",") if e.strip()]
+        epochs = [int(e) for e in comma_items(text, "300 or 200,400")]
     except ValueError:
         epochs = [0]
     if any(e < 1 for e in epochs) or epochs != sorted(set(epochs)):

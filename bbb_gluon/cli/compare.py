@@ -1,7 +1,16 @@
 """``bbb-gluon compare``: several run folders side by side.
 """
 
-from .common import UsageError, _print_table, _refuse_to_overwrite, epoch_list
+import os
+
+from .common import (
+    UsageError,
+    _print_table,
+    _read_run_config,
+    _refuse_to_overwrite,
+    check_writable,
+    epoch_list,
+)
 
 
 def _pct(value):
@@ -21,7 +30,12 @@ def cmd_compare(args):
     _refuse_to_overwrite(args, [p for p in (args.csv, args.plot) if p])
     if args.plot and not args.plot.lower().endswith(".png"):
         raise UsageError(f"--plot must name a .png file, got {args.plot!r}")
+    for flag, path in (("--csv", args.csv), ("--plot", args.plot)):
+        if path:
+            check_writable(os.path.dirname(os.path.abspath(path)), flag, file=path)
     dirs_rows = [(d, summarize_run(d)) for d in args.run_dirs]
+    for d, r in dirs_rows:  # train's --subset: a run on a few images is not a full one
+        r.setdefault("subset", _read_run_config(d)["data"].get("subset"))
     if args.sort == "valid":
         dirs_rows.sort(key=lambda dr: (dr[1]["best_valid_error"] is None,
                                        dr[1]["best_valid_error"] or 0))
@@ -39,10 +53,14 @@ def cmd_compare(args):
 
 
 def _summary_table(rows):
-    table = [("run", "model", "hidden", "prior", "weighting", "rho0", "optimizer", "lr",
-              "epochs", "best", "valid", "test means", "test MC")]
+    """One line a run; a subset column where a run trained on a --subset of the data."""
+    subsets = any(r["subset"] for r in rows)
+    table = [("run", *(["subset"] if subsets else []), "model", "hidden", "prior",
+              "weighting", "rho0", "optimizer", "lr", "epochs", "best", "valid", "test means",
+              "test MC")]
     for r in rows:
-        table.append((r["run"], r["model"], r["hidden"], r["prior_label"] or "-",
+        subset = [str(r["subset"] or "all")] if subsets else []
+        table.append((r["run"], *subset, r["model"], r["hidden"], r["prior_label"] or "-",
                       r["weighting"] or "-",
                       _setting(r["rho_init"]),
                       f"{r['optimizer']}" + ("/sum" if r["loss_reduction"] == "sum" else ""),

@@ -4,7 +4,7 @@
 import os
 import time
 
-from .common import UsageError, _close
+from .common import UsageError, _close, check_writable
 
 
 def cmd_demo(args):
@@ -25,6 +25,7 @@ def cmd_demo(args):
                          lr=0.01, batch_size=50, prior={"kind": "gaussian", "sigma": 1.0},
                          complexity="mc", mu_scale=0.5, rho_init=-3.0, eval_samples=0,
                          seed=args.seed)
+    check_writable(args.out, "--out")
     os.makedirs(args.out, exist_ok=True)
     print(f"Bayes by Backprop on two half-moons: 500 train / 500 test points, 2x5 tanh, "
           f"N(0,1) prior, {args.epochs} epochs")

@@ -4,6 +4,7 @@ trained run.
 
 import sys
 
+from .._files import FileWriteError
 from .common import (
     UsageError,
     _contexts,
@@ -11,6 +12,7 @@ from .common import (
     _read_run_config,
     _refuse_to_overwrite,
     add_run_options,
+    check_writable,
 )
 
 
@@ -39,12 +41,26 @@ def cmd_evaluate(args):
     if skipped:
         ood = None
     _refuse_to_overwrite(args, evaluation_files(run_dir, which, ood))
+    check_writable(run_dir, "RUN_DIR", "evaluate writes its files there: evaluate a copy "
+                   "of the run in a folder you can write")
     ctx = _contexts(args.ctx)
     if len(ctx) != 1:
         raise UsageError("--ctx: evaluate runs on one device")
-    report = evaluate_run(run_dir, which, args.samples, ood, args.bins, ctx=ctx[0],
-                          data_dir=args.data_dir)
+    try:
+        report = evaluate_run(run_dir, which, args.samples, ood, args.bins, ctx=ctx[0],
+                              data_dir=args.data_dir)
+    except FileWriteError as e:
+        _print_results(e.report, args, which, ood)  # computed all the same: not lost
+        raise
+    _print_results(report, args, which, ood)
+    print(f"wrote {evaluation_files(run_dir, which)[0]} and "
+          f"{', '.join(report['plots'].values())}")
+    if skipped:
+        print(f"bbb-gluon evaluate: note: {skipped}", file=sys.stderr)
+    return 0
 
+
+def _print_results(report, args, which, ood):
     pct, kind = 100.0, report["model"]
     line = f"test error {pct * report['test_error_means']:.2f}% with the means"
     if kind != "plain":
@@ -61,11 +77,6 @@ def cmd_evaluate(args):
         if o["auroc_mutual_information"] is not None:
             text += f", {o['auroc_mutual_information']:.4f} by mutual information"
         print(text)
-    print(f"wrote {evaluation_files(run_dir, which)[0]} and "
-          f"{', '.join(report['plots'].values())}")
-    if skipped:
-        print(f"bbb-gluon evaluate: note: {skipped}", file=sys.stderr)
-    return 0
 
 
 def _skipped(ood, data_dir, given):

@@ -46,6 +46,9 @@ def main(argv=None):
             DatasetNotFoundError, FileNotFoundError, RunFolderError,
             BanditCheckpointError) as e:
         message = " ".join(str(e).split()) if not isinstance(e, DatasetNotFoundError) else str(e)
+        if isinstance(e, CheckpointError) and getattr(args, "checkpoint", None) == "latest" \
+                and " is corrupt" in message:
+            message += "; --checkpoint best reads the best checkpoint instead"
         print(f"bbb-gluon {args.command}: error: {message}", file=sys.stderr)
         return EXIT_USAGE
     except FileWriteError as e:

@@ -9,10 +9,14 @@ from .common import (
     _read_run_config,
     _refuse_to_overwrite,
     add_run_options,
+    check_writable,
 )
 
 
 def _parse_fractions(text):
+    if "" in [part.strip() for part in text.split(",")] and text.strip():
+        raise UsageError(f"--fractions: an empty item in {text!r}; write the fractions like "
+                         "0,0.5,0.95")
     try:
         values = [float(part) for part in text.split(",") if part.strip()]
     except ValueError:
@@ -37,6 +41,8 @@ def cmd_prune(args):
                          "weights by the posterior's signal-to-noise ratio)")
     paths = pruning_files(run_dir, which, fractions)
     _refuse_to_overwrite(args, paths)
+    check_writable(run_dir, "RUN_DIR", "prune writes its files there: prune a copy of the "
+                   "run in a folder you can write")
     ctx = _contexts(args.ctx)
     if len(ctx) != 1:
         raise UsageError("--ctx: prune runs on one device")

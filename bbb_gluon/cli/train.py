@@ -9,6 +9,7 @@ import os
 import sys
 import time
 
+from .advice import one_line_warnings, warn_if_implausible
 from .common import (
     EXIT_DIVERGED,
     UsageError,
@@ -17,6 +18,8 @@ from .common import (
     _read_run_config,
     _stop_listening,
     add_prior_options,
+    check_writable,
+    comma_items,
     defaults_of,
     defaults_of_function,
     epoch_list,
@@ -66,7 +69,7 @@ def _recipe_help(recipe):
 
 def _hidden(text):
     try:
-        units = [int(u) for u in text.split(",") if u.strip()]
+        units = [int(u) for u in comma_items(text, "400,400")]
     except ValueError:
         raise argparse.ArgumentTypeError(f"expected units like 400,400, got {text!r}") from None
     if not units or min(units) < 1:
@@ -315,11 +318,16 @@ def cmd_train(args):
     from .. import data
     from ..reports import write_report
     from ..training import TrainingDiverged, TrainingInterrupted, fit
+    from ..training.guards import CostGrowthWarning
 
     config, data_args, test_samples, out = _settings(args)
     ctxs = _contexts(args.ctx)
     group = _worker_group(args.kvstore)
     lead = group.rank == 0  # in a distributed run, rank 0 reports and writes the files
+    if lead:
+        check_writable(out, "--out")
+        if not args.resume:  # a resumed run was warned when it started
+            warn_if_implausible(config)
     splits = _checked(data.load_dataset, data_args["dataset"], root=data_args.get("data_dir"),
                       transform=data_args["transform"], num_valid=data_args["num_valid"],
                       seed=config.seed, subset=data_args["subset"])
@@ -330,13 +338,13 @@ def cmd_train(args):
         os.makedirs(out, exist_ok=True)
     t0 = time.perf_counter()
     try:
-        result = fit(config, splits.train, splits.valid, run_dir=out, ctx=ctxs,
-                     kvstore=group.kvstore or args.kvstore,
-                     resume=args.resume,
-                     progress="lines" if args.no_progress else True,
-                     extra_config={"data": data_args,
-                                   "evaluation": {"test_samples": test_samples}},
-                     test=splits.test if data_args.get("monitor_test") else None)
+        with one_line_warnings("train", {CostGrowthWarning: "lower --lr"}):
+            result = fit(config, splits.train, splits.valid, run_dir=out, ctx=ctxs,
+                         kvstore=group.kvstore or args.kvstore, resume=args.resume,
+                         progress="lines" if args.no_progress else True,
+                         extra_config={"data": data_args,
+                                       "evaluation": {"test_samples": test_samples}},
+                         test=splits.test if data_args.get("monitor_test") else None)
     except TrainingInterrupted as e:
         _stop_listening()
         if lead:

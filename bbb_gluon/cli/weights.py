@@ -1,7 +1,9 @@
 """``bbb-gluon weights``: the distribution of a run's weights and signal-to-noise ratios.
 """
 
-from .common import UsageError, _contexts, _refuse_to_overwrite
+import os
+
+from .common import UsageError, _contexts, _refuse_to_overwrite, check_writable
 
 
 def cmd_weights(args):
@@ -15,6 +17,7 @@ def cmd_weights(args):
     if not args.out.lower().endswith(".png"):
         raise UsageError(f"--out must name a .png file, got {args.out!r}")
     _refuse_to_overwrite(args, [args.out])
+    check_writable(os.path.dirname(os.path.abspath(args.out)), "--out", file=args.out)
     if args.bins < 1:
         raise UsageError(f"--bins must be >= 1, got {args.bins}")
     labels = [s.strip() for s in args.labels.split(",")] if args.labels else None

@@ -40,8 +40,8 @@ from . import ops
 from .priors import HALF_LOG_2PI, Prior
 
 __all__ = ["BBBLoss", "GaussianNLLLoss", "complexity_weight", "blundell_weights",
-           "complexity_cost", "likelihood_loss", "likelihood_kind", "check_labels", "LIKELIHOODS",
-           "WEIGHTINGS"]
+           "complexity_cost", "likelihood_loss", "likelihood_kind", "check_labels",
+           "check_label_shape", "check_label_values", "LIKELIHOODS", "WEIGHTINGS"]
 
 LIKELIHOODS = ("softmax", "bernoulli", "gaussian")
 WEIGHTINGS = ("uniform", "blundell")
@@ -205,7 +205,9 @@ class BBBLoss(Loss):
         ``SoftmaxCrossEntropyLoss`` whole numbers within the classes, for
         ``SigmoidBCELoss`` within [0, 1]). That reads the labels back to the host (a sync
         per call, which stalls MXNet's asynchronous engine), so it is off unless asked;
-        shapes are always checked. Check data once, up front, instead.
+        shapes are always checked. Check data once, up front, instead
+        (:class:`~bbb_gluon.BBBStep` reads the labels of its first call whatever this
+        says).
     weight : float, optional
         Global scalar weight, as in every Gluon loss.
     batch_axis : int, default 0
@@ -381,31 +383,43 @@ def check_labels(likelihood, pred, label, batch_axis=0, values=False):
     for name, a in (("pred", pred), ("label", label)):
         if not isinstance(a, mx.nd.NDArray):
             raise TypeError(f"{name} must be an MXNet NDArray, got {type(a).__name__}")
-    b = pred.shape[batch_axis]
+    classes = check_label_shape(likelihood, tuple(pred.shape), tuple(label.shape), batch_axis)
+    if values:
+        check_label_values(likelihood, label, classes)
+
+
+def check_label_shape(likelihood, pred_shape, label_shape, batch_axis=0):
+    """Raise ValueError where labels of ``label_shape`` cannot be what ``likelihood`` takes
+    for outputs of ``pred_shape`` (tuples: no array, no host read); else the number of
+    classes the labels index (None where they are not class indices)."""
+    b = pred_shape[batch_axis]
     if b == 0:
-        raise ValueError(f"pred holds no examples (shape {pred.shape})")
-    if label.shape[0] != b:
-        raise ValueError(f"pred has {b} examples but label has {label.shape[0]}")
-    classes = None
+        raise ValueError(f"pred holds no examples (shape {pred_shape})")
+    if label_shape[:1] != (b,):
+        raise ValueError(f"pred has {b} examples but label has "
+                         f"{label_shape[0] if label_shape else 'none (a scalar)'}")
     if isinstance(likelihood, SoftmaxCrossEntropyLoss):
         sparse = _private.sparse_label(likelihood)
-        if sparse and pred.ndim == 2 and label.shape not in ((b,), (b, 1)):
-            raise ValueError(f"class labels must have shape ({b},), got {label.shape}")
-        if not sparse and tuple(label.shape) != tuple(pred.shape):
-            raise ValueError(f"one-hot labels must have pred's shape {pred.shape}, got "
-                             f"{label.shape}")
-        classes = pred.shape[-1] if sparse else None
-    elif isinstance(likelihood, GaussianNLLLoss) and tuple(label.shape) != tuple(pred.shape):
-        raise ValueError(f"GaussianNLLLoss expects targets of pred's shape {pred.shape}, got "
-                         f"{label.shape}")
-    elif isinstance(likelihood, SigmoidBCELoss) and label.size != pred.size:
+        if sparse and len(pred_shape) == 2 and label_shape not in ((b,), (b, 1)):
+            raise ValueError(f"class labels must have shape ({b},), got {label_shape}")
+        if not sparse and label_shape != pred_shape:
+            raise ValueError(f"one-hot labels must have pred's shape {pred_shape}, got "
+                             f"{label_shape}")
+        return pred_shape[-1] if sparse else None
+    if isinstance(likelihood, GaussianNLLLoss) and label_shape != pred_shape:
+        raise ValueError(f"GaussianNLLLoss expects targets of pred's shape {pred_shape}, got "
+                         f"{label_shape}")
+    if isinstance(likelihood, SigmoidBCELoss) and math.prod(label_shape) != math.prod(
+            pred_shape):
         raise ValueError(f"SigmoidBCELoss expects one label per output, got pred "
-                         f"{pred.shape} and label {label.shape}")
-    if values:
-        _check_label_values(likelihood, label, classes)
+                         f"{pred_shape} and label {label_shape}")
+    return None
 
 
-def _check_label_values(likelihood, label, classes):
+def check_label_values(likelihood, label, classes):
+    """Raise ValueError where ``label`` (an NDArray) holds values ``likelihood`` cannot
+    take: NaN or infinity; for ``classes`` classes, fractions or indices outside
+    0..classes-1; for a Bernoulli likelihood, values outside [0, 1]. One host read."""
     label = label.astype("float32", copy=False)  # NaN and fractions of any dtype alike
     frac = mx.nd.abs(label - mx.nd.round(label)).max().reshape((1,))
     finite = mx.nd.contrib.isfinite(label).min().reshape((1,))

@@ -91,6 +91,11 @@ class Prior:
         (the step then runs the reference engine)."""
         return None
 
+    def widest_scale(self):
+        """The standard deviation of the prior's widest component (None where the class
+        does not say): a weight's noise far above it is noise the prior does not allow."""
+        return None
+
     def to_dict(self):
         """``{"kind": ..., hyperparameters...}``, as ``config.json`` stores the prior and
         :func:`make_prior` takes it back."""
@@ -148,6 +153,9 @@ class GaussianPrior(Prior):
 
     def label(self):
         return f"N(0,{self.sigma:g}^2)"
+
+    def widest_scale(self):
+        return self.sigma
 
     def log_prob(self, w, F=mx.nd):
         const = -w.size * (HALF_LOG_2PI + math.log(self.sigma))
@@ -254,6 +262,9 @@ class ScaleMixturePrior(Prior):
     def summary_columns(cls):
         return ("pi", "log_sigma1", "log_sigma2")
 
+    def widest_scale(self):
+        return self.sigma1
+
     def label(self):
         return (f"pi={self.pi:g} ls1={math.log(self.sigma1):.3g} "
                 f"ls2={math.log(self.sigma2):.3g}")
@@ -301,6 +312,9 @@ class LaplacePrior(Prior):
 
     def label(self):
         return f"Laplace(0,{self.scale:g})"
+
+    def widest_scale(self):
+        return math.sqrt(2.0) * self.scale
 
     def log_prob(self, w, F=mx.nd):
         return ops.total(F.abs(w), F) * (-1.0 / self.scale) \

@@ -30,7 +30,7 @@ from .._kernels import fused
 from .._kernels import trainer as _trainer
 from .engines import FusedBBBStep, first_not_finite, forward_with, reference_step
 from .estimators import check_estimator, plan
-from .loss import BBBLoss
+from .loss import BBBLoss, check_label_shape, check_label_values
 
 __all__ = ["BBBStep", "StepCosts", "ENGINES", "NotFiniteError", "trainable_params"]
 
@@ -177,7 +177,8 @@ class BBBStep:
         # Running sum of the costs since the last check_finite(): a NaN or infinity stays
         # in it, so one device-side addition per call is all the watching costs.
         self._watch, self._checked, self._calls = None, 0, 0
-        self._taken = set()  # the shapes of examples the network was seen to take
+        # the shapes of examples (and labels) the network and the loss were seen to take
+        self._taken, self._labels_read = set(), False
         self.watch = bool(watch)
         if self.engine == "fused":
             self._fused = FusedBBBStep(forward_with(net, posterior, self.rules), posterior,
@@ -222,6 +223,15 @@ class BBBStep:
         StepCosts
             ``nll``, the (unweighted) ``complexity`` and its weight, and their weighted
             sum ``cost``, as NDArrays on the first context.
+
+        Raises
+        ------
+        ValueError
+            Before any work, naming the shapes: an empty or one-axis batch, X and y of
+            different lengths, X the network does not take, y that does not fit its
+            output; on the step's first call also labels the likelihood cannot take (out
+            of range, negative, fractional, NaN), the one host read of a step object.
+            Later calls' label values are read only with ``BBBLoss(validate=True)``.
         """
         nll, complexity = self._step(X, y, batch_index, want_complexity, batch_size)
         return StepCosts(nll, complexity, self.loss.weight_of(batch_index))
@@ -236,16 +246,13 @@ class BBBStep:
         x_shape, y_shape = X.shape, y.shape
         if len(x_shape) == 0 or x_shape[0] == 0 or len(y_shape) == 0 \
                 or y_shape[0] != x_shape[0]:
-            raise ValueError(f"X and y must hold the same number (> 0) of examples along "
-                             f"their first axis, got X {tuple(x_shape)} and y "
-                             f"{tuple(y_shape)}")
+            raise ValueError(batch_shapes_message(x_shape, y_shape))
         batch_size = x_shape[0] if batch_size is None else batch_size
         if batch_size < x_shape[0]:
             raise ValueError(f"batch_size ({batch_size}) must be at least X's examples "
                              f"({x_shape[0]})")
-        if x_shape[1:] not in self._taken:  # once a shape: one example through the network
-            check_network_takes(self.net, X, "X", self.posterior.contexts[0])
-            self._taken.add(x_shape[1:])
+        if (x_shape[1:], y_shape[1:]) not in self._taken:
+            self._check_new_shapes(X, y, x_shape, y_shape)
         step_size = batch_size if self.loss_reduction == "mean" else 1
         if self._fused is not None:
             # The watch is summed inside the step's guard operator: no operator of its own
@@ -268,6 +275,29 @@ class BBBStep:
                 self._watch = new[0] if len(new) == 1 else mx.nd.add_n(*new)
         self._calls += 1
         return costs
+
+    def _check_new_shapes(self, X, y, x_shape, y_shape):
+        """Once for each shape of examples and labels: the network is shown one example,
+        and the labels' shape is checked against its output, so that a mis-shaped batch is
+        refused before MXNet sees it; the first time, the labels' values too (the one host
+        read a step object makes: a label out of range would otherwise train silently, as
+        Gluon's losses clip it; ``BBBLoss(validate=True)`` checks every call's)."""
+        if 0 in x_shape:
+            raise ValueError(f"X holds no values (shape {tuple(x_shape)}): each example "
+                             "needs at least one")
+        out = check_network_takes(self.net, X, "X", self.posterior.contexts[0])
+        outs = out if isinstance(out, list | tuple) else [out]
+        likelihood = self.loss.likelihood
+        try:
+            classes = check_label_shape(likelihood, (x_shape[0], *outs[0].shape[1:]),
+                                        tuple(y_shape))
+            if not self._labels_read:
+                check_label_values(likelihood, y, classes)
+        except ValueError as e:
+            raise ValueError(f"y (shape {tuple(y_shape)}) for X (shape {tuple(x_shape)}): "
+                             f"{e}") from None
+        self._labels_read = True
+        self._taken.add((x_shape[1:], y_shape[1:]))
 
     def _as_batch(self, a, name):
         """``a`` as an NDArray on the first context (NumPy arrays are copied there once);
@@ -320,3 +350,21 @@ def _check_trainer(trainer, net, posterior, loss):
             "the step replaces by weight samples")
     raise ValueError(f"the trainer {what}: build it over everything the step trains, "
                      "gluon.Trainer(bbb_gluon.trainable_params(net, posterior, loss), ...)")
+
+
+def batch_shapes_message(x_shape, y_shape):
+    """Why a batch of these shapes cannot be one, in the user's words."""
+    x_shape, y_shape = tuple(x_shape), tuple(y_shape)
+    shapes = f"got X {x_shape} and y {y_shape}"
+    if not x_shape:
+        return f"X must be an array of examples along its first axis, not a scalar: {shapes}"
+    if x_shape[0] == 0:
+        return f"X holds no examples (shape {x_shape}): a batch needs at least one"
+    if not y_shape:
+        return (f"y must hold one label per example along its first axis, not a scalar: "
+                f"{shapes}")
+    if len(x_shape) == 1 and y_shape[0] == 1:
+        return (f"X holds {x_shape[0]} examples and y {y_shape[0]} label ({shapes}); for "
+                f"one example of {x_shape[0]} values, pass X.reshape((1, {x_shape[0]}))")
+    return (f"X and y must hold the same number of examples along their first axis, "
+            f"{shapes}")

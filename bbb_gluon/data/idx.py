@@ -54,15 +54,22 @@ def mxnet_cache_dir(name: str) -> Path:
     return Path(mx.base.data_dir()).expanduser() / "datasets" / name
 
 
-def _not_found_message(name: str, problem: str, searched: list[Path]) -> str:
+def _not_found_message(name: str, problem: str, searched: list[Path],
+                       given: bool = False) -> str:
+    """``given``: the folder was passed (not read from the environment), so the fix is
+    another folder there; the environment variable would not be read."""
     files = ", ".join(all_file_names())
     folders = ", ".join(str(p) for p in searched)
     debian = (f"; on Debian/Ubuntu, 'apt-get install -y dataset-fashion-mnist' puts them in "
               f"{DEBIAN_FASHION} (link it as fashion-mnist/)" if name == "fashion-mnist"
               else "")
-    return (
-        f"Dataset {name!r} not found: {problem} Searched: {folders}. "
-        f"Expected the four files {files} in a subfolder named {name!r}. "
+    head = (f"Dataset {name!r} not found: {problem} Searched: {folders}. "
+            f"Expected the four files {files} in a subfolder named {name!r}. ")
+    if given:
+        return head + (f"To fix this, give a data folder (the root argument; --data-dir on "
+                       f"the command line) with a {name + '/'!r} subfolder holding these "
+                       f"four files{debian}.")
+    return head + (
         f"To fix this, set the environment variable {ENV_VAR} to a data folder with a "
         f"{name + '/'!r} subfolder holding these four files{debian}; or connect to the "
         f"internet and leave {ENV_VAR} unset so that MXNet can download them into "
@@ -277,18 +284,19 @@ def load_raw(
 
     folder = data_root / name
     images_file, labels_file = FILE_NAMES["train" if train else "test"]
-    source = "given" if root is not None and str(root) != "" else f"from {ENV_VAR}"
+    given = root is not None and str(root) != ""
+    source = "given" if given else f"from {ENV_VAR}"
     if not data_root.is_dir():
         problem = (f"the data folder {data_root} ({source}) "
                    + ("is not a folder." if data_root.exists() else "does not exist."))
-        raise DatasetNotFoundError(_not_found_message(name, problem, [data_root]))
+        raise DatasetNotFoundError(_not_found_message(name, problem, [data_root], given))
     if not folder.is_dir():
         problem = f"the data folder {data_root} ({source}) has no {name!r} subfolder."
-        raise DatasetNotFoundError(_not_found_message(name, problem, [folder]))
+        raise DatasetNotFoundError(_not_found_message(name, problem, [folder], given))
     missing = [f for f in (images_file, labels_file) if not (folder / f).is_file()]
     if missing:
         problem = f"{folder} ({source}) lacks {', '.join(missing)}."
-        raise DatasetNotFoundError(_not_found_message(name, problem, [folder]))
+        raise DatasetNotFoundError(_not_found_message(name, problem, [folder], given))
 
     images = read_idx(folder / images_file)
     labels = read_idx(folder / labels_file)

@@ -91,6 +91,10 @@ def load_mushroom(root: str | os.PathLike | None = None) -> Mushrooms:
         The file is not the UCI data: wrong row count, fields, values or class counts.
     """
     data_root = find_data_root(root)
+    # a folder given: the fix is another one there (the variable would not be read)
+    hint = MUSHROOM_HINT if root is None or str(root) == "" else MUSHROOM_HINT.replace(
+        f"point {ENV_VAR} at that folder", "give that folder (the root argument; --data-dir "
+        "on the command line)")
     if data_root is None:
         raise DatasetNotFoundError(f"Dataset 'mushroom' not found: no data folder is "
                                    f"configured ({ENV_VAR} is unset). {MUSHROOM_HINT}")
@@ -98,11 +102,10 @@ def load_mushroom(root: str | os.PathLike | None = None) -> Mushrooms:
     if not data_root.is_dir():
         raise DatasetNotFoundError(
             f"Dataset 'mushroom' not found: the data folder {data_root} "
-            + ("is not a folder. " if data_root.exists() else "does not exist. ")
-            + MUSHROOM_HINT)
+            + ("is not a folder. " if data_root.exists() else "does not exist. ") + hint)
     if not path.is_file():
         raise DatasetNotFoundError(f"Dataset 'mushroom' not found: {path} does not exist. "
-                                   f"{MUSHROOM_HINT}")
+                                   f"{hint}")
     try:
         text = path.read_bytes().decode("ascii")
     except UnicodeDecodeError as e:

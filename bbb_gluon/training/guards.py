@@ -5,11 +5,14 @@
 
 import math
 import signal
+import warnings
 
 from ..core.step import NotFiniteError, first_not_finite
 from .checkpoint import model_arrays
 
-__all__ = ["TrainingInterrupted", "TrainingDiverged"]
+__all__ = ["TrainingInterrupted", "TrainingDiverged", "CostGrowthWarning", "warn_if_cost_grew"]
+
+GROWTH = 100.0  # the per-example cost this many times the first batch's: a warning
 
 
 class TrainingInterrupted(KeyboardInterrupt):
@@ -99,3 +102,21 @@ def check_parameters(net, posterior, epoch, run_dir, loss=None):
         raise TrainingDiverged(
             f"training diverged in epoch {epoch + 1}: parameter {name} holds NaN or "
             f"infinite values; {_kept(epoch, run_dir)}.", epoch + 1, None)
+
+
+class CostGrowthWarning(UserWarning):
+    """The likelihood cost of a fresh run's first steps grew by orders of magnitude while
+    staying finite: the learning rate is likely too large (training goes on)."""
+
+
+def warn_if_cost_grew(first, last, steps, lr):
+    """Warn (:class:`CostGrowthWarning`) where the last of a fresh run's first ``steps``
+    batches costs :data:`GROWTH` times the first per example. ``first`` and ``last``:
+    ``(nll, examples)``, the batch's summed cost an NDArray; two host reads, once a run."""
+    a = float(first[0].asscalar()) / first[1]
+    b = float(last[0].asscalar()) / last[1]
+    # a floor of 1 nat: a cost near 0 (a regression fit well at the start) may grow a lot
+    if math.isfinite(b) and a > 0 and b > GROWTH * max(a, 1.0):
+        warnings.warn(f"the likelihood cost grew from {a:.3g} to {b:.3g} per example in the "
+                      f"first {steps} steps: the learning rate {lr:g} is likely too large",
+                      CostGrowthWarning, stacklevel=2)

@@ -36,6 +36,7 @@ from .guards import (
     first_nonfinite,
     raise_if_diverged,
     reduce_costs,
+    warn_if_cost_grew,
 )
 from .history import epoch_row, write_history
 from .prepare import Progress, prepare, write_config
@@ -224,6 +225,7 @@ class _EpochSums:
     complexity: mx.nd.NDArray
     first_bad: int = -1  # the first batch whose cost was not finite, or -1
     recent: list = field(default_factory=list)  # (batch, nll, complexity) since the last look
+    first: tuple | None = None  # a fresh run's first batch (nll, examples), until compared
     measured: int = 0  # batches whose complexity cost was computed
     seconds: float = 0.0
     examples: int = 0
@@ -259,8 +261,13 @@ def _train_epoch(run, done, epoch, stop, progress):
             sums.measured += 1
         stop.batches += 1
         sums.recent.append((i, nll, cplx))
+        if i == 0 and epoch == 0 and group.rank == 0:
+            sums.first = (nll, xb.shape[0])
         if report or i + 1 == run.num_batches:
             _check_costs(run, sums, epoch, stop)
+            if sums.first is not None and i > 0:  # costs finite: compare at the first look
+                warn_if_cost_grew(sums.first, (nll, xb.shape[0]), i + 1, config.lr)
+            sums.first = None
         if report and progress:
             _show_costs(bar, run, sums, i)
         bar.update(1)

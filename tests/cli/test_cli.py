@@ -487,6 +487,8 @@ def test_a_data_dir_that_does_not_exist_is_reported_as_such(tmp_path, dataset):
     assert_usage_error(status, stderr, f"the data folder {missing} .given. does not exist")
     assert "subfolder" not in stderr.split("does not exist")[0] and "root=" not in stderr
     assert ("dataset-fashion-mnist" in stderr) == (dataset == "fashion-mnist")
+    # the folder was given: the fix is the flag, not the variable (it would not be read)
+    assert "--data-dir" in stderr and "BBB_GLUON_DATA" not in stderr
     assert not out.exists() and not missing.exists()
 
 
@@ -495,6 +497,9 @@ def test_a_data_dir_that_does_not_exist_is_reported_as_such(tmp_path, dataset):
     (["train", "--transform", "x"], "argument --transform"),
     (["train", "--weighting", "sometimes"], "argument --weighting"),
     (["train", "--epochs", "two"], "argument --epochs"),
+    (["train", "--hidden", "400,,400"], "argument --hidden: an empty item in '400,,400'"),
+    (["train", "--hidden", "400,"], "argument --hidden: an empty item in '400,'"),
+    (["train", "--lr-decay-epochs", "1,,2"], "argument --lr-decay-epochs: an empty item"),
     (["fly"], "invalid choice"),
     ([], "required"),
 ])
@@ -768,6 +773,7 @@ def test_bandit_without_data_says_where_to_put_it(tmp_path, capsys):
                  "--steps", "5", "--no-progress"]) == 2
     err = capsys.readouterr().err
     assert "agaricus-lepiota.data" in err and "mushroom" in err
+    assert "--data-dir" in err and "BBB_GLUON_DATA" not in err  # the option was given
     assert not (tmp_path / "b").exists()
 
 
@@ -786,12 +792,16 @@ def test_a_failing_write_is_one_line_naming_the_file_and_loses_nothing(run_copy,
                                                                        error):
     before = snapshot(run_copy)
     failing_disk(target, error=error)
-    status, _, stderr = run_in_process([command[0], str(run_copy), *command[1:]])
+    status, stdout, stderr = run_in_process([command[0], str(run_copy), *command[1:]])
     assert status == 1, stderr
     lines = [line for line in stderr.splitlines() if line.strip()]
     assert len(lines) == 1 and "Traceback" not in stderr, stderr
     assert re.search(f"error: could not write .*{re.escape(target)}: "
-                     f"{re.escape(os.strerror(error))}", lines[0]), lines[0]
+                     f"{re.escape(os.strerror(error))}; nothing was left there$",
+                     lines[0]), lines[0]  # there was no such file before
+    if command[0] == "evaluate":  # what it computed is shown all the same
+        assert re.search(r"test error \d+\.\d\d% with the means", stdout), stdout
+        assert re.search(r"NLL \d+\.\d{4}, Brier", stdout) and "wrote" not in stdout
     after = snapshot(run_copy)
     assert not (run_copy / target).exists()
     assert {k: v for k, v in after.items() if k in before} == before  # nothing replaced
@@ -801,6 +811,92 @@ def test_a_failing_write_is_one_line_naming_the_file_and_loses_nothing(run_copy,
     status, _, stderr = run_in_process([command[0], str(run_copy), *command[1:], "--force"])
     assert status == 0, stderr
     assert (run_copy / target).is_file()
+
+
+# Places no one can write, root included (permission bits do not stop root): a folder
+# under a regular file, and /proc, which takes no new entries.
+UNWRITABLE = [("/proc/self/status/run", "is a file, not a folder"),
+              ("/proc/bbb-gluon-run", "cannot write in /proc")]
+
+
+@pytest.mark.parametrize("out, reason", UNWRITABLE, ids=["under-a-file", "proc"])
+def test_an_unwritable_out_is_refused_before_any_work(data_root, out, reason):
+    status, stdout, stderr = run_in_process(["train", *QUICK, "--out", out])
+    assert_usage_error(status, stderr, f"--out {re.escape(out)}: .*{re.escape(reason)}.*"
+                                       "choose another --out")
+    assert stdout == ""  # the data were not even loaded
+
+
+@pytest.mark.parametrize("argv, flag", [
+    (["bandit", "--steps", "5", "--out", "{}"], "--out"), (["demo", "--out", "{}"], "--out"),
+    (["weights", "runs/x", "--out", "{}.png"], "--out"),
+    (["compare", "runs/x", "--csv", "{}.csv"], "--csv"),
+    (["compare", "runs/x", "--plot", "{}.png"], "--plot")], ids=lambda a: a[0] if
+    isinstance(a, list) else "")
+@pytest.mark.parametrize("place, reason", UNWRITABLE, ids=["under-a-file", "proc"])
+def test_every_command_refuses_an_output_it_cannot_write(tmp_path, monkeypatch, argv, flag,
+                                                         place, reason):
+    monkeypatch.chdir(tmp_path)  # runs/x does not exist: the check comes before reading it
+    status, stdout, stderr = run_in_process([a.format(place) for a in argv])
+    assert_usage_error(status, stderr, f"{flag} {re.escape(place)}.*: .*{re.escape(reason)}"
+                                       f".*choose another {flag}")
+    assert stdout == "" and list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("command", [["evaluate", "--samples", "2", "--ood", "none"],
+                                     ["prune", "--fractions", "0,0.5"]], ids=lambda c: c[0])
+def test_a_run_folder_that_cannot_be_written_is_refused_before_any_work(run_copy, monkeypatch,
+                                                                        command):
+    import bbb_gluon.cli.common as common
+
+    real = common.tempfile.mkdtemp
+
+    def read_only(*args, dir=None, **kwargs):  # as a read-only mount answers
+        if Path(dir) == run_copy:
+            raise OSError(errno.EROFS, os.strerror(errno.EROFS))
+        return real(*args, dir=dir, **kwargs)
+
+    monkeypatch.setattr(common.tempfile, "mkdtemp", read_only)
+    before = snapshot(run_copy)
+    status, stdout, stderr = run_in_process([command[0], str(run_copy), *command[1:]])
+    assert_usage_error(status, stderr, f"RUN_DIR {re.escape(str(run_copy))}: cannot write in "
+                                       r".*\(Read-only file system\); .* a copy of the run")
+    assert stdout == "" and snapshot(run_copy) == before
+
+
+def test_a_corrupt_latest_checkpoint_points_to_the_best_one(run_copy):
+    (run_copy / "checkpoints" / "latest.params").write_bytes(os.urandom(3000))
+    for command in (["evaluate", "--samples", "2", "--ood", "none"], ["prune"]):
+        status, _, stderr = run_in_process([command[0], str(run_copy), *command[1:],
+                                            "--checkpoint", "latest"])
+        assert_usage_error(status, stderr, r"latest\.params is corrupt .*; --checkpoint best "
+                                           "reads the best checkpoint instead$")
+    status, stdout, stderr = run_in_process(["evaluate", str(run_copy), "--samples", "2",
+                                             "--ood", "none", "--checkpoint", "best"])
+    assert status == 0 and "best checkpoint" in stdout, stderr
+
+
+@pytest.mark.parametrize("args, warning", [
+    (["--rho-init", "50"], r"--rho-init 50 starts sigma at 50, above the prior's scale 1: "
+                           r"lower --rho-init"),
+    (["--prior", "gaussian", "--prior-sigma", "0.01", "--rho-init", "-3"],
+     r"--rho-init -3 starts sigma at 0\.0486, above the prior's scale 0\.01"),
+    (["--batch-size", "20", "--lr", "1e6"], r"the likelihood cost grew from \S+ to \S+ per "
+                                            r"example in the first 10 steps: the learning rate "
+                                            r"1e\+06 is likely too large; lower --lr$"),
+    ([], None), (["--batch-size", "20", "--lr", "0.01"], None),
+], ids=["sigma-above-prior", "sigma-above-gaussian-prior", "lr-too-large", "defaults",
+        "a-large-but-sane-lr"])
+def test_implausible_settings_get_one_line_of_warning_and_run(data_root, tmp_path, args,
+                                                              warning):
+    status, _, stderr = run_in_process(["train", *QUICK, *args, "--out", str(tmp_path / "r")])
+    assert status == 0, stderr
+    lines = [line for line in stderr.splitlines() if line.strip()]
+    if warning is None:
+        assert lines == []
+    else:
+        assert len(lines) == 1 and lines[0].startswith("bbb-gluon train: warning: "), stderr
+        assert re.search(warning, lines[0]), lines[0]
 
 
 # --------------------------------------------------------------------------- odd input
@@ -813,14 +909,15 @@ TRAIN_OPTIONS = {
     "--epochs": ["-1", "0", "1", "abc", "", "1.5"],
     "--hidden": ["8", "0", "-3", "8,8", "abc", "", "8,,8", "99999999999", "8,-1"],
     "--batch-size": ODD_INT + ["99999999999"],
-    "--lr": ODD_FLOAT, "--pi": ODD_FLOAT + ["1", "1.5"], "--log-sigma1": ODD_FLOAT,
+    "--lr": ODD_FLOAT + ["1e6"], "--pi": ODD_FLOAT + ["1", "1.5"], "--log-sigma1": ODD_FLOAT,
     "--log-sigma2": ODD_FLOAT, "--prior-sigma": ODD_FLOAT, "--mu-scale": ODD_FLOAT,
     "--dropout": ODD_FLOAT + ["1"], "--lr-decay-factor": ODD_FLOAT,
     "--samples": ["-1", "0", "1", "2", "abc"],
-    "--rho-init": ["-3", "-3,-4", "-4,-3", "abc", "nan", "-3,nan", "inf", "-3,-3"],
+    "--rho-init": ["-3", "-3,-4", "-4,-3", "abc", "nan", "-3,nan", "inf", "-3,-3", "50"],
     "--weighting": ["uniform", "blundell", "0.5", "-1", "nan", "abc", "inf"],
     "--num-valid": ["-1", "0", "100", "199", "200", "abc", "99999999999"],
-    "--seed": ODD_INT, "--lr-decay-epochs": ["1", "0", "2,1", "abc", "", "1,1"],
+    "--seed": ODD_INT, "--lr-decay-epochs": ["1", "0", "2,1", "abc", "", "1,1", "1,,2", "1,"],
+    "--out": [out for out, _ in UNWRITABLE], "--data-dir": ["/nonexistent"],
     "--dataset": ["mnist", "fashion-mnist", "cifar", ""],
     "--model": ["bbb", "plain", "dropout", "x"],
     "--activation": ["relu", "tanh", "x"], "--prior": ["gaussian", "scale_mixture", "x"],
@@ -847,8 +944,9 @@ BANDIT_OPTIONS = {
 RUN_OPTIONS = {
     "evaluate": {"--samples": ["-1", "0", "2", "abc"], "--bins": ["-1", "0", "3", "abc"],
                  "--ood": ["none", "mnist", "fashion-mnist", "x"],
-                 "--checkpoint": ["best", "latest", "x"], "--ctx": ["cpu", "gpu", "cpu:1,cpu:2"]},
-    "prune": {"--fractions": ["0,0.5", "", "abc", "-0.1", "1.5", "nan", "0,,1", "1"],
+                 "--checkpoint": ["best", "latest", "x"], "--ctx": ["cpu", "gpu", "cpu:1,cpu:2"],
+                 "--data-dir": ["/nonexistent"]},
+    "prune": {"--fractions": ["0,0.5", "", "abc", "-0.1", "1.5", "nan", "0,,1", "1", "0,"],
               "--checkpoint": ["best", "latest", "x"], "--ctx": ["cpu", "gpu", "x"]},
 }
 

@@ -315,6 +315,7 @@ def test_every_prior_carries_its_names_and_round_trips(kind):
         value = getattr(prior, option.param)
         assert option.to_param(option.from_param(value)) == pytest.approx(value, rel=1e-12)
     assert prior.label() and repr(prior).startswith(cls.__name__)
+    assert prior.widest_scale() > 0
 
 
 def test_the_command_line_flags_of_the_priors_are_distinct():
@@ -342,6 +343,13 @@ def test_run_summaries_take_the_priors_own_columns():
     assert m.label() == "pi=0.25 ls1=-1 ls2=-7"
     assert GaussianPrior(0.5).summary() == {"prior_sigma": 0.5}
     assert GaussianPrior(0.5).label() == "N(0,0.5^2)"
+
+
+def test_the_widest_scale_is_each_priors_own():
+    assert GaussianPrior(0.5).widest_scale() == 0.5
+    assert ScaleMixturePrior(0.5, 2.0, 0.1).widest_scale() == 2.0
+    assert LaplacePrior(1.0).widest_scale() == pytest.approx(math.sqrt(2))  # its std
+    assert Prior().widest_scale() is None
 
 
 # --------------------------------------------------------------------------- Laplace

@@ -393,3 +393,72 @@ def test_a_users_own_prior_trains_on_the_reference_engine():
     costs = step(X, y, 0)
     assert np.isfinite(costs.complexity.asscalar()) and np.isfinite(costs.nll.asscalar())
     assert not np.array_equal(posterior.mu_parameters[0].data().asnumpy(), mu.asnumpy())
+
+
+# (id, X, y, the message): each refused in one line naming the shapes, before the weights
+# are drawn (MXNet's own messages name operators, not the batch)
+MALFORMED = [
+    ("empty", np.zeros((0, 12), np.float32), np.zeros(0),
+     r"^X holds no examples \(shape \(0, 12\)\): a batch needs at least one$"),
+    ("one-example-without-its-axis", np.zeros(12, np.float32), np.zeros(1),
+     r"^X holds 12 examples and y 1 label \(got X \(12,\) and y \(1,\)\); for one example "
+     r"of 12 values, pass X\.reshape\(\(1, 12\)\)$"),
+    ("scalar-label", np.zeros((1, 12), np.float32), np.float32(3),
+     r"^y must hold one label per example .*not a scalar: got X \(1, 12\) and y \(\)$"),
+    ("no-values", np.zeros((4, 0), np.float32), np.zeros(4),
+     r"^X holds no values \(shape \(4, 0\)\)"),
+    ("label-matrix", np.zeros((4, 12), np.float32), np.zeros((4, 3)),
+     r"^y \(shape \(4, 3\)\) for X \(shape \(4, 12\)\): class labels must have shape "
+     r"\(4,\), got \(4, 3\)$"),
+    # label values: read once, on the first call, without validate=True
+    ("labels-out-of-range", np.zeros((4, 12), np.float32), np.array([10, 12, 20, 25]),
+     r"^y \(shape \(4,\)\) .*: class labels must lie in 0\.\.4 for 5 classes, got labels "
+     r"from 10 to 25$"),
+    ("negative-labels", np.zeros((4, 12), np.float32), np.array([-1, 0, 1, 2]),
+     r"must lie in 0\.\.4 for 5 classes, got labels from -1 to 2$"),
+    ("fractional-labels", np.zeros((4, 12), np.float32), np.array([0.5, 0, 1, 2]),
+     r"class labels must be whole numbers"),
+    ("nan-labels", np.zeros((4, 12), np.float32), np.array([np.nan, 0, 1, 2]),
+     r"labels contain NaN or infinity"),
+]
+
+
+@pytest.mark.parametrize("engine", ["fused", "reference"])
+@pytest.mark.parametrize("case", MALFORMED, ids=lambda c: c[0])
+def test_a_malformed_batch_is_refused_in_one_line_before_the_draw(engine, case):
+    _, X, y, message = case
+    net = mlp(mx.cpu(), outputs=5)
+    posterior = Posterior(net, seed=0)
+    step = make_step(net, posterior, engine=engine)
+    before, drawn = [m.asnumpy() for m in posterior.mu()], posterior.noise.state_dict()
+    for as_nd in (False, True):  # NumPy arrays and NDArrays alike (MXNet has no empty one)
+        batch = [mx.nd.array(a) if as_nd and np.size(a) else a for a in (X, y)]
+        with pytest.raises(ValueError, match=message) as info:
+            step(*batch, 0)
+        assert "\n" not in str(info.value)
+    assert posterior.noise.state_dict() == drawn
+    for a, b in zip(before, posterior.mu(), strict=True):
+        np.testing.assert_array_equal(a, b.asnumpy())
+
+
+@pytest.mark.parametrize("engine", ["fused", "reference"])
+def test_labels_are_read_on_the_first_call_only_unless_validate(engine):
+    """The first call reads the labels' values (the one host read a step makes); later
+    calls go unread, so a bad label there trains (Gluon's loss clips it) unless the loss
+    validates every call."""
+    X, y = next(batches("class"))
+    bad = y.copy()
+    bad[0] = 7  # 5 classes
+    for validate in (False, True):
+        net = mlp(mx.cpu(), outputs=5)
+        posterior = Posterior(net, seed=0)
+        loss = BBBLoss(MIXTURE, num_batches=2, validate=validate)
+        step = BBBStep(net, posterior, loss, gluon.Trainer(
+            trainable_params(net, posterior, loss), "sgd", {"learning_rate": 0.1}),
+            engine=engine)
+        step(X, y, 0)
+        if validate:
+            with pytest.raises(ValueError, match="must lie in 0..4 for 5 classes"):
+                step(X, bad, 1)
+        else:
+            assert math.isfinite(step(X, bad, 1).nll.asscalar())

@@ -276,7 +276,10 @@ def test_empty_root_raises_dataset_not_found(tmp_path):
     with pytest.raises(d.DatasetNotFoundError) as info:
         d.load_raw("mnist", root=tmp_path)
     msg = str(info.value)
-    assert str(tmp_path) in msg and "BBB_GLUON_DATA" in msg
+    assert str(tmp_path) in msg
+    # the folder was given: the fix is another one there (the variable would not be read)
+    assert "the root argument; --data-dir on the command line" in msg
+    assert "BBB_GLUON_DATA" not in msg
     for name in d.FILE_NAMES["train"] + d.FILE_NAMES["test"]:
         assert name in msg
     assert "has no 'mnist' subfolder" in msg
@@ -685,7 +688,10 @@ def test_a_wrong_mushroom_file_is_a_clear_error(tmp_path, mushroom_root, edit, m
 def test_a_missing_mushroom_file_says_how_to_fix_it(tmp_path, monkeypatch):
     with pytest.raises(d.DatasetNotFoundError, match="agaricus-lepiota.data") as e:
         d.load_mushroom(tmp_path)
-    assert "mushroom" in str(e.value) and "BBB_GLUON_DATA" in str(e.value)
+    # the folder was given: the fix is another one there, not the variable
+    assert "mushroom" in str(e.value) and "BBB_GLUON_DATA" not in str(e.value)
+    assert "give that folder (the root argument; --data-dir on the command line)" in \
+        str(e.value)
     monkeypatch.delenv("BBB_GLUON_DATA", raising=False)
     with pytest.raises(d.DatasetNotFoundError, match="unset"):
         d.load_mushroom()
