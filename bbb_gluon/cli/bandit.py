@@ -7,12 +7,12 @@ import sys
 from .common import (
     EXIT_DIVERGED,
     UsageError,
-    _checked,
-    _stop_listening,
     add_prior_options,
     check_writable,
+    checked,
     defaults_of,
     prior_from_args,
+    stop_listening,
 )
 
 
@@ -49,7 +49,7 @@ def cmd_bandit(args):
     if not args.resume:
         if args.seeds < 1:
             raise UsageError(f"--seeds must be >= 1, got {args.seeds}")
-        config = _checked(
+        config = checked(
             bandit.BanditConfig,
             steps=args.steps, seeds=tuple(range(args.first_seed, args.first_seed + args.seeds)),
             hidden=args.hidden, capacity=args.buffer, updates=args.updates, batch=args.batch,
@@ -58,12 +58,12 @@ def cmd_bandit(args):
             rho_init=args.rho_init,
             complexity_over=args.complexity_over, rho_lr_mult=args.rho_lr_mult,
             adam_eps=args.adam_eps, act_draws=args.act_draws,
-            agents=_checked(_agents, bandit.PAPER_AGENTS, args.agents, args.greedy_lr,
+            agents=checked(_agents, bandit.PAPER_AGENTS, args.agents, args.greedy_lr,
                             args.greedy_optimizer))
     if args.threads is not None and args.threads < 1:
         raise UsageError(f"--threads must be >= 1, got {args.threads}")
     check_writable(args.out, "--out")
-    env = bandit.MushroomBandit(_checked(load_mushroom, args.data_dir))
+    env = bandit.MushroomBandit(checked(load_mushroom, args.data_dir))
     try:
         result = bandit.run_bandit(config, env, out=args.out, resume=args.resume,
                                    force=args.force,
@@ -75,7 +75,7 @@ def cmd_bandit(args):
         print(f"bbb-gluon bandit: error: {e}", file=sys.stderr)
         return EXIT_DIVERGED
     except bandit.BanditInterrupted as e:
-        _stop_listening()
+        stop_listening()
         print(f"interrupted: {e}; continue with bbb-gluon bandit --out {args.out} --resume",
               file=sys.stderr)
         return e.exit_status

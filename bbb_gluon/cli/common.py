@@ -22,19 +22,19 @@ class UsageError(Exception):
     """A problem with what the user asked for (reported as one line)."""
 
 
-_PROGRAM = {"running": False}  # main() runs as the program (not called from Python)
+PROGRAM = {"running": False}  # main() runs as the program (not called from Python)
 
 
-def _stop_listening():
+def stop_listening():
     """The program is stopping after Ctrl-C: more Ctrl-C (or SIGTERM) while it prints and
     exits changes nothing, instead of killing it half-way with another status. (Only as a
     program: a Python caller of main() keeps its handlers.)"""
-    if _PROGRAM["running"]:
+    if PROGRAM["running"]:
         for sig in (signal.SIGINT, signal.SIGTERM):
             signal.signal(sig, signal.SIG_IGN)
 
 
-def _checked(function, *args, **kwargs):
+def checked(function, *args, **kwargs):
     """``function(*args, **kwargs)`` for a call that turns the user's arguments into a
     configuration or reads their input: its ``ValueError`` is theirs to fix (a usage
     error). A ``ValueError`` anywhere else is a bug and keeps its traceback."""
@@ -46,7 +46,7 @@ def _checked(function, *args, **kwargs):
         raise UsageError(str(e)) from e
 
 
-def _contexts(spec):
+def contexts_of(spec):
     import mxnet as mx
 
     ctxs = []
@@ -65,18 +65,6 @@ def _contexts(spec):
     if len(set(ctxs)) != len(ctxs):
         raise UsageError(f"--ctx lists a device twice: {spec}")
     return ctxs
-
-
-def _sigma(log_sigma, option):
-    """exp(log_sigma), or a usage error where it is not a positive finite number."""
-    try:
-        sigma = math.exp(log_sigma)
-    except OverflowError:
-        sigma = math.inf
-    if not 0 < sigma < math.inf:
-        raise UsageError(f"{option} must give a positive finite sigma (about -700 to 700), "
-                         f"got {log_sigma!r}")
-    return sigma
 
 
 def add_prior_options(group, default):
@@ -127,7 +115,7 @@ def prior_from_args(args):
     return prior
 
 
-def _refuse_to_overwrite(args, paths):
+def refuse_to_overwrite(args, paths):
     """A UsageError naming the first of ``paths`` that exists, unless ``--force``."""
     existing = [p for p in paths if os.path.exists(p)]
     if existing and not args.force:
@@ -169,7 +157,7 @@ def comma_items(text, example):
     return items
 
 
-def _close(fig):
+def close_figure(fig):
     """A command writes its figures to files; in-process callers (tests) must not
     accumulate them."""
     import matplotlib.pyplot as plt
@@ -177,13 +165,13 @@ def _close(fig):
     plt.close(fig)
 
 
-def _read_run_config(run_dir):
+def stored_run_config(run_dir):
     from ..runs import read_run_config
 
     return read_run_config(run_dir)
 
 
-def _print_table(table):
+def print_table(table):
     import numpy as np
 
     widths = np.max([[len(c) for c in row] for row in table], axis=0)
@@ -191,7 +179,7 @@ def _print_table(table):
         print("  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip())
 
 
-def _describe_checkpoint(which, meta):
+def describe_checkpoint(which, meta):
     epoch, batch = meta.get("epoch"), meta.get("batch") or 0
     where = (f"epoch {epoch}" if not batch
              else f"in epoch {epoch + 1}, after {batch} minibatches (interrupted)")

@@ -5,11 +5,11 @@ import os
 
 from .common import (
     UsageError,
-    _print_table,
-    _read_run_config,
-    _refuse_to_overwrite,
     check_writable,
     epoch_list,
+    print_table,
+    refuse_to_overwrite,
+    stored_run_config,
 )
 
 
@@ -27,7 +27,7 @@ def cmd_compare(args):
     """One line per run folder (settings, epochs, best validation error, test errors)."""
     from ..runs import summarize_run
 
-    _refuse_to_overwrite(args, [p for p in (args.csv, args.plot) if p])
+    refuse_to_overwrite(args, [p for p in (args.csv, args.plot) if p])
     if args.plot and not args.plot.lower().endswith(".png"):
         raise UsageError(f"--plot must name a .png file, got {args.plot!r}")
     for flag, path in (("--csv", args.csv), ("--plot", args.plot)):
@@ -35,16 +35,16 @@ def cmd_compare(args):
             check_writable(os.path.dirname(os.path.abspath(path)), flag, file=path)
     dirs_rows = [(d, summarize_run(d)) for d in args.run_dirs]
     for d, r in dirs_rows:  # train's --subset: a run on a few images is not a full one
-        r.setdefault("subset", _read_run_config(d)["data"].get("subset"))
+        r.setdefault("subset", stored_run_config(d)["data"].get("subset"))
     if args.sort == "valid":
         dirs_rows.sort(key=lambda dr: (dr[1]["best_valid_error"] is None,
                                        dr[1]["best_valid_error"] or 0))
     run_dirs = [d for d, _ in dirs_rows]
     rows = [r for _, r in dirs_rows]
-    _print_table(_summary_table(rows))
+    print_table(_summary_table(rows))
     if args.at:
         print()
-        _print_table(_errors_at_table(run_dirs, rows, args.at))
+        print_table(_errors_at_table(run_dirs, rows, args.at))
     if args.csv:
         _write_csv(args.csv, rows)
     if args.plot:

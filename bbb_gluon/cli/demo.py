@@ -4,7 +4,7 @@
 import os
 import time
 
-from .common import UsageError, _close, check_writable
+from .common import UsageError, check_writable, close_figure
 
 
 def cmd_demo(args):
@@ -46,10 +46,10 @@ def cmd_demo(args):
     mean, std = p1.mean(axis=0).reshape(xx.shape), p1.std(axis=0).reshape(xx.shape)
     mean_png = os.path.join(args.out, "demo_predictive_mean.png")
     std_png = os.path.join(args.out, "demo_predictive_std.png")
-    _close(plotting.plot_grid_map(xx, yy, mean, X_test, y_test, label="P(class 1)", vmin=0,
+    close_figure(plotting.plot_grid_map(xx, yy, mean, X_test, y_test, label="P(class 1)", vmin=0,
                                   vmax=1, title=f"predictive mean ({args.samples} weight "
                                   "samples)", path=mean_png))
-    _close(plotting.plot_grid_map(xx, yy, std, X_test, y_test, cmap="viridis", label="std",
+    close_figure(plotting.plot_grid_map(xx, yy, std, X_test, y_test, cmap="viridis", label="std",
                                   title="predictive standard deviation", path=std_png))
     print(f"test accuracy {100 * acc_mc:.1f}% ({args.samples}-sample predictive), "
           f"{100 * acc_means:.1f}% with the means; trained in {seconds:.1f} s")

@@ -7,12 +7,12 @@ import sys
 from .._files import FileWriteError
 from .common import (
     UsageError,
-    _contexts,
-    _describe_checkpoint,
-    _read_run_config,
-    _refuse_to_overwrite,
     add_run_options,
     check_writable,
+    contexts_of,
+    describe_checkpoint,
+    refuse_to_overwrite,
+    stored_run_config,
 )
 
 
@@ -27,7 +27,7 @@ def cmd_evaluate(args):
     if args.bins < 1:
         raise UsageError(f"--bins must be >= 1, got {args.bins}")
     run_dir, which = args.run_dir, args.checkpoint
-    stored = _read_run_config(run_dir)["data"]
+    stored = stored_run_config(run_dir)["data"]
     ood = args.ood if args.ood is not None else default_ood(run_dir)
     if ood == "none":
         ood = None
@@ -40,10 +40,10 @@ def cmd_evaluate(args):
     skipped = ood is not None and _skipped(ood, data_dir, given=args.ood is not None)
     if skipped:
         ood = None
-    _refuse_to_overwrite(args, evaluation_files(run_dir, which, ood))
+    refuse_to_overwrite(args, evaluation_files(run_dir, which, ood))
     check_writable(run_dir, "RUN_DIR", "evaluate writes its files there: evaluate a copy "
                    "of the run in a folder you can write")
-    ctx = _contexts(args.ctx)
+    ctx = contexts_of(args.ctx)
     if len(ctx) != 1:
         raise UsageError("--ctx: evaluate runs on one device")
     try:
@@ -66,7 +66,7 @@ def _print_results(report, args, which, ood):
     if kind != "plain":
         what = "weight samples" if kind == "bbb" else "dropout masks"
         line += f", {pct * report['test_error_mc']:.2f}% with {args.samples} {what}"
-    print(f"{report['dataset']} {kind}, {_describe_checkpoint(which, report)}: {line} "
+    print(f"{report['dataset']} {kind}, {describe_checkpoint(which, report)}: {line} "
           f"({report['num_test']} test images)")
     print(f"{report['predictive']}: NLL {report['nll']:.4f}, Brier {report['brier']:.4f}, "
           f"ECE {pct * report['ece']:.2f}% ({args.bins} bins)")

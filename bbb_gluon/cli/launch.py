@@ -5,7 +5,7 @@ commands for several).
 import argparse
 import sys
 
-from .common import EXIT_FAILURE, UsageError, _stop_listening
+from .common import EXIT_FAILURE, UsageError, stop_listening
 
 
 def _launch_argv(command):
@@ -68,7 +68,7 @@ def cmd_launch(args):
         print(f"bbb-gluon launch: error: {e}", file=sys.stderr)
         return EXIT_FAILURE
     except LaunchInterrupted as e:
-        _stop_listening()
+        stop_listening()
         print("bbb-gluon launch: interrupted; every process of the run has stopped",
               file=sys.stderr)
         return e.exit_status

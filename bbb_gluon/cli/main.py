@@ -5,12 +5,12 @@ import sys
 
 from ..training.config import RECIPES
 from .common import (
-    _PROGRAM,
     EXIT_FAILURE,
     EXIT_INTERRUPTED,
     EXIT_USAGE,
+    PROGRAM,
     UsageError,
-    _stop_listening,
+    stop_listening,
 )
 from .parser import build_parser
 
@@ -19,14 +19,14 @@ __all__ = ["main"]
 
 def main(argv=None):
     # The console script and ``python -m bbb_gluon`` call main() with no arguments.
-    _PROGRAM["running"] = argv is None
+    PROGRAM["running"] = argv is None
     parser = build_parser()
     args = _parse(parser, argv)
     if getattr(args, "recipe", None):
         # The recipe's values become the defaults, so options given beside it still win.
         parser.train_parser.set_defaults(**RECIPES[args.recipe])
         args = _parse(parser, argv)
-    if _PROGRAM["running"]:
+    if PROGRAM["running"]:
         # Before any MXNet operator, or the thread count can no longer go up (quietly:
         # main() called in a process that already ran operators keeps MXNet's count).
         from ..threads import claim
@@ -55,7 +55,7 @@ def main(argv=None):
         print(f"bbb-gluon {args.command}: error: {e}", file=sys.stderr)
         return EXIT_FAILURE
     except KeyboardInterrupt as e:
-        _stop_listening()
+        stop_listening()
         print("interrupted", file=sys.stderr)
         return getattr(e, "exit_status", EXIT_INTERRUPTED)
 

@@ -4,12 +4,12 @@ error at each fraction.
 
 from .common import (
     UsageError,
-    _contexts,
-    _describe_checkpoint,
-    _read_run_config,
-    _refuse_to_overwrite,
     add_run_options,
     check_writable,
+    contexts_of,
+    describe_checkpoint,
+    refuse_to_overwrite,
+    stored_run_config,
 )
 
 
@@ -35,20 +35,20 @@ def cmd_prune(args):
 
     fractions = _parse_fractions(args.fractions)
     run_dir, which = args.run_dir, args.checkpoint
-    model = _read_run_config(run_dir)["train"].get("model")
+    model = stored_run_config(run_dir)["train"].get("model")
     if model != "bbb":
         raise UsageError(f"{run_dir} is a {model!r} run; prune needs a bbb run (it ranks "
                          "weights by the posterior's signal-to-noise ratio)")
     paths = pruning_files(run_dir, which, fractions)
-    _refuse_to_overwrite(args, paths)
+    refuse_to_overwrite(args, paths)
     check_writable(run_dir, "RUN_DIR", "prune writes its files there: prune a copy of the "
                    "run in a folder you can write")
-    ctx = _contexts(args.ctx)
+    ctx = contexts_of(args.ctx)
     if len(ctx) != 1:
         raise UsageError("--ctx: prune runs on one device")
     done = prune_run(run_dir, fractions, which, ctx=ctx[0], data_dir=args.data_dir)
 
-    where = _describe_checkpoint(which, done)
+    where = describe_checkpoint(which, done)
     print(f"{done['dataset']} test error ({done['num_test']} images) with the means, "
           f"{where}, lowest weights removed:")
     print(f"{'removed':>8}  {'weights left':>12}  {'by |mu|/sigma':>13}  {'by |mu|':>8}")

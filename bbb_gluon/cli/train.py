@@ -13,17 +13,17 @@ from .advice import one_line_warnings, warn_if_implausible
 from .common import (
     EXIT_DIVERGED,
     UsageError,
-    _checked,
-    _contexts,
-    _read_run_config,
-    _stop_listening,
     add_prior_options,
     check_writable,
+    checked,
     comma_items,
+    contexts_of,
     defaults_of,
     defaults_of_function,
     epoch_list,
     prior_from_args,
+    stop_listening,
+    stored_run_config,
 )
 
 TEST_SAMPLES = 10  # of the final test error, when neither the option nor the run says
@@ -257,11 +257,11 @@ def _resumed_settings(args):
     """The stored run's (config, data settings, test samples); --epochs may extend it."""
     from ..training import TrainConfig
 
-    stored = _read_run_config(args.out)
-    config = _checked(TrainConfig.from_dict, stored["train"])
+    stored = stored_run_config(args.out)
+    config = checked(TrainConfig.from_dict, stored["train"])
     if args.epochs is not None:
         config = dataclasses.replace(config, epochs=args.epochs)
-        _checked(config.validate)
+        checked(config.validate)
     data_args = stored["data"]
     # Runs written before the count was stored were evaluated with the default.
     evaluation = stored.get("evaluation", {})
@@ -279,7 +279,7 @@ def _new_settings(args):
     """(config, data settings, test samples) from the command line."""
     from .. import data
 
-    config = _checked(_config_from_args, args)
+    config = checked(_config_from_args, args)
     data_args = {"dataset": args.dataset, "transform": args.transform,
                  "num_valid": args.num_valid, "subset": args.subset,
                  "data_dir": args.data_dir, "monitor_test": args.monitor_test}
@@ -321,14 +321,14 @@ def cmd_train(args):
     from ..training.guards import CostGrowthWarning
 
     config, data_args, test_samples, out = _settings(args)
-    ctxs = _contexts(args.ctx)
+    ctxs = contexts_of(args.ctx)
     group = _worker_group(args.kvstore)
     lead = group.rank == 0  # in a distributed run, rank 0 reports and writes the files
     if lead:
         check_writable(out, "--out")
         if not args.resume:  # a resumed run was warned when it started
             warn_if_implausible(config)
-    splits = _checked(data.load_dataset, data_args["dataset"], root=data_args.get("data_dir"),
+    splits = checked(data.load_dataset, data_args["dataset"], root=data_args.get("data_dir"),
                       transform=data_args["transform"], num_valid=data_args["num_valid"],
                       seed=config.seed, subset=data_args["subset"])
     if lead:
@@ -346,7 +346,7 @@ def cmd_train(args):
                                        "evaluation": {"test_samples": test_samples}},
                          test=splits.test if data_args.get("monitor_test") else None)
     except TrainingInterrupted as e:
-        _stop_listening()
+        stop_listening()
         if lead:
             print(f"interrupted: checkpoint saved in {out}/checkpoints; continue with "
                   f"bbb-gluon train --out {out} --resume"

@@ -3,7 +3,7 @@
 
 import os
 
-from .common import UsageError, _contexts, _refuse_to_overwrite, check_writable
+from .common import UsageError, check_writable, contexts_of, refuse_to_overwrite
 
 
 def cmd_weights(args):
@@ -16,14 +16,14 @@ def cmd_weights(args):
 
     if not args.out.lower().endswith(".png"):
         raise UsageError(f"--out must name a .png file, got {args.out!r}")
-    _refuse_to_overwrite(args, [args.out])
+    refuse_to_overwrite(args, [args.out])
     check_writable(os.path.dirname(os.path.abspath(args.out)), "--out", file=args.out)
     if args.bins < 1:
         raise UsageError(f"--bins must be >= 1, got {args.bins}")
     labels = [s.strip() for s in args.labels.split(",")] if args.labels else None
     if labels is not None and len(labels) != len(args.run_dirs):
         raise UsageError(f"--labels gives {len(labels)} labels for {len(args.run_dirs)} runs")
-    ctx = _contexts(args.ctx)
+    ctx = contexts_of(args.ctx)
     if len(ctx) != 1:
         raise UsageError("--ctx: weights runs on one device")
     weights = {}

@@ -283,3 +283,31 @@ class Mine:
     found = sorted(name for _, name in _mxnet_private_uses(ast.parse(code), names))
     assert found == ["_apply_weighting", "_data", "_weight", "_weight"]
 
+
+
+def _underscore_imports(tree):
+    """(line, name) of every ``from .module import _name`` of the package's own modules:
+    a function, class or constant another module needs is public in its module. A private
+    module itself (``from .. import _files``) may be imported: it is a module of helpers."""
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and node.level > 0:
+            for alias in node.names:
+                name = alias.name
+                is_module = node.module is None or (PACKAGE / Path(*node.module.split("."))
+                                                    / f"{name}.py").exists()
+                if name.startswith("_") and not name.startswith("__") and not is_module:
+                    found.append((node.lineno, name))
+    return found
+
+
+def test_no_module_imports_an_underscore_name_from_another():
+    found = [f"{path.relative_to(PACKAGE.parent)}:{line}: {name}"
+             for path in sorted(PACKAGE.rglob("*.py"))
+             for line, name in _underscore_imports(ast.parse(path.read_text()))]
+    assert not found, "\n".join(found)
+
+
+def test_the_underscore_import_scan_sees_one():
+    code = "from .common import _checked, shown\nfrom .. import _files\nfrom . import x\n"
+    assert _underscore_imports(ast.parse(code)) == [(1, "_checked")]
