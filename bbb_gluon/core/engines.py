@@ -115,7 +115,7 @@ class FusedBBBStep:
     forward : callable
         ``forward(weights, ctx, X)``: the network's output on ``X`` with ``weights`` (one
         array per posterior key, on ``ctx``) in place of its own, recorded by autograd
-        (:func:`bbb_gluon.core.step.forward_with` builds it). The kernels never touch the
+        (:func:`bbb_gluon.core.engines.forward_with` builds it). The kernels never touch the
         network itself.
     posterior, trainer
         The trainer trains the posterior's parameters and may train others (the

@@ -11,7 +11,7 @@ arrays are ordinary Gluon ``Parameter`` objects of the same shapes as the layer'
 owned by the posterior as a Gluon ``Block`` owns its parameters: ``collect_params()`` for
 ``gluon.Trainer``, ``save_parameters``/``load_parameters`` with the names
 ``"<key>_mu"``/``"<key>_rho"``, ``initialize`` and ``reset_ctx``. The network itself stays
-an ordinary network; :mod:`bbb_gluon.sampling` puts sampled weights into it for each step.
+an ordinary network; :mod:`bbb_gluon.core.sampling` puts sampled weights into it for each step.
 
 References
 ----------

@@ -111,7 +111,7 @@ class TrainConfig:
         Batches between progress-bar updates (the only host syncs inside an epoch).
     engine : {"auto", "fused", "reference"}, default "auto"
         How a bbb step is computed: "fused" uses the compiled CPU kernels of
-        :mod:`bbb_gluon.fused`, "reference" MXNet operators with autograd through
+        :mod:`bbb_gluon.core.engines`, "reference" MXNet operators with autograd through
         :class:`BBBLoss` (same estimator, slower); "auto" takes "fused" on CPUs where the
         kernels build. The weight noise differs between the two (each is reproducible).
     """
