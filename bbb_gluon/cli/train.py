@@ -194,7 +194,9 @@ def _add_optimisation_args(p, d):
     g.add_argument("--seed", type=int, default=d.seed,
                    help="seed of the initialisation, the data order and the weight noise "
                         f"(default {d.seed})")
-    g.add_argument("--estimator", default=d.estimator, choices=["reparam", "local", "flipout"],
+    from ..core.estimators import ESTIMATORS
+
+    g.add_argument("--estimator", default=d.estimator, choices=list(ESTIMATORS),
                    help="how a minibatch sees the posterior: one weight sample shared by the "
                         "batch (reparam), the local reparameterisation (local: Dense layers, "
                         "lower-variance gradients), or Flipout (flipout) (default "

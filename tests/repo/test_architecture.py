@@ -6,6 +6,7 @@ file and line, so a new one is caught in review, not found later as an import cy
 """
 
 import ast
+import re
 from pathlib import Path
 
 import pytest
@@ -311,3 +312,16 @@ def test_no_module_imports_an_underscore_name_from_another():
 def test_the_underscore_import_scan_sees_one():
     code = "from .common import _checked, shown\nfrom .. import _files\nfrom . import x\n"
     assert _underscore_imports(ast.parse(code)) == [(1, "_checked")]
+
+
+def test_every_file_where_to_add_things_names_exists():
+    """docs/architecture.md's "Where to add things" names, for each kind of addition, the
+    files it touches: each must exist (under bbb_gluon/, else from the repository root)."""
+    text = (PACKAGE.parent / "docs" / "architecture.md").read_text()
+    section = text.split("## Where to add things", 1)[1].split("\n## ", 1)[0]
+    named = [t for t in re.findall(r"`([^`\s]+)`", section)
+             if "/" in t or t.endswith((".py", ".cc", ".h", ".md"))]
+    assert len(named) >= 15  # the section still names files
+    missing = [t for t in named
+               if not (PACKAGE / t).exists() and not (PACKAGE.parent / t).exists()]
+    assert not missing, missing
