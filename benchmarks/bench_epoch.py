@@ -143,7 +143,7 @@ def main(argv=None):
     parser.add_argument("--hidden", default="400,1200", help="unit counts to run")
     parser.add_argument("--engines", default="fused,reference",
                         help="bbb engines to time (fused needs the compiled kernels)")
-    parser.add_argument("--out", default="benchmarks/results.json")
+    parser.add_argument("--out", default="benchmarks/results/results.json")
     args = parser.parse_args(argv)
 
     num_train = 2048 if args.tiny else 60000
