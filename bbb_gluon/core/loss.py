@@ -360,7 +360,7 @@ def likelihood_kind(likelihood):
     """The kind of output a likelihood makes of a network: "softmax" (class scores),
     "bernoulli" (one logit) or "gaussian" (real values), for a name, a Gluon loss or a
     :class:`BBBLoss` (its likelihood's); the one place that tells them apart."""
-    if isinstance(likelihood, BBBLoss):
+    if isinstance(getattr(likelihood, "likelihood", None), Loss):  # BBBLoss: its likelihood's
         likelihood = likelihood.likelihood
     if isinstance(likelihood, str):
         if likelihood not in LIKELIHOODS:
