@@ -18,7 +18,8 @@ from ._mxnet_build import check as _check_mxnet
 _check_mxnet()
 
 from ._files import FileWriteError
-from .core.loss import BBBLoss, GaussianNLLLoss, complexity_weight, likelihood_loss
+from .core.likelihood import GaussianNLLLoss, likelihood_loss
+from .core.loss import BBBLoss, complexity_weight
 from .core.posterior import (
     BAYESIAN_LAYERS,
     Posterior,

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 from . import metrics
 from ._checks import as_array, check_class_labels, check_int
-from .core.loss import likelihood_kind
+from .core.likelihood import likelihood_kind
 from .prediction import check_posterior, checked_inputs, error_rate, predict_proba, uncertainty
 
 __all__ = ["Evaluation", "evaluate_model", "PREDICTIVES"]

@@ -17,7 +17,7 @@ from mxnet import autograd
 
 from ._checks import as_array, check_int, check_network_takes, renamed_keywords
 from ._kernels.threads import predict_threads, using_threads
-from .core.loss import likelihood_kind
+from .core.likelihood import likelihood_kind
 from .core.posterior import Posterior
 from .core.sampling import use_means, use_weights
 from .entropies import class_std, entropy, expected_entropy, mutual_information, predictive_entropy

@@ -10,7 +10,8 @@ import numpy as np
 from mxnet import autograd, gluon
 
 from .._checks import check_int, check_positive
-from ..core.loss import BBBLoss, GaussianNLLLoss
+from ..core.likelihood import GaussianNLLLoss
+from ..core.loss import BBBLoss
 from ..core.posterior import Posterior
 from ..core.step import BBBStep, trainable_params
 from .config import GREEDY_LR, BanditConfig

@@ -30,7 +30,8 @@ from .._kernels import fused
 from .._kernels import trainer as _trainer
 from .engines import FusedBBBStep, first_not_finite, forward_with, reference_step
 from .estimators import check_estimator, plan
-from .loss import BBBLoss, check_label_shape, check_label_values
+from .likelihood import check_label_shape, check_label_values
+from .loss import BBBLoss
 
 __all__ = ["BBBStep", "StepCosts", "ENGINES", "NotFiniteError", "trainable_params"]
 

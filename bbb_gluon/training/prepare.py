@@ -16,7 +16,8 @@ from mxnet import gluon
 
 from .._checks import as_array, check_class_labels
 from .._files import atomic_write_text
-from ..core.loss import BBBLoss, likelihood_loss
+from ..core.likelihood import likelihood_loss
+from ..core.loss import BBBLoss
 from ..core.posterior import Posterior, PosteriorMismatchError
 from ..core.step import BBBStep, trainable_params
 from ..data import ArrayLoader

@@ -13,7 +13,7 @@ from mxnet import gluon
 
 from bbb_gluon import BBBLoss, GaussianPrior, LaplacePrior, Posterior, ScaleMixturePrior
 from bbb_gluon.core.engines import FusedBBBStep, forward_with, prior_attrs, reference_step
-from bbb_gluon.core.loss import GaussianNLLLoss, likelihood_loss
+from bbb_gluon.core.likelihood import GaussianNLLLoss, likelihood_loss
 from bbb_gluon.training import build_mlp
 
 pytestmark = pytest.mark.usefixtures("fused_kernels")

@@ -26,12 +26,8 @@ from bbb_gluon import (
     use_means,
     use_weights,
 )
-from bbb_gluon.core.loss import (
-    GaussianNLLLoss,
-    blundell_weights,
-    complexity_cost,
-    likelihood_loss,
-)
+from bbb_gluon.core.likelihood import GaussianNLLLoss, likelihood_loss
+from bbb_gluon.core.loss import blundell_weights, complexity_cost
 
 CPU0 = mx.cpu(0)
 CONTEXTS = [CPU0, mx.cpu(1)]
@@ -975,7 +971,7 @@ def test_two_moons_training_reaches_high_accuracy(prior, complexity):
 
 @pytest.mark.parametrize("noise_sigma", [None, 0.3])
 def test_gaussian_nll_loss_matches_float64(noise_sigma):
-    from bbb_gluon.core.loss import GaussianNLLLoss
+    from bbb_gluon.core.likelihood import GaussianNLLLoss
 
     rng = np.random.default_rng(0)
     pred, label = rng.normal(size=(6, 2)), rng.normal(size=(6, 2))

@@ -1,0 +1,175 @@
+"""The likelihood, the data term of the cost: the Gluon loss a likelihood's name stands
+for, :class:`GaussianNLLLoss` for real-valued targets (its noise scale fixed or learned),
+what kind of output a likelihood makes of a network, and which labels it takes.
+"""
+
+import math
+
+import mxnet as mx
+from mxnet.gluon.loss import (
+    HuberLoss,
+    L1Loss,
+    L2Loss,
+    Loss,
+    SigmoidBCELoss,
+    SoftmaxCrossEntropyLoss,
+)
+
+from .._checks import check_positive
+from .._kernels import private as _private
+from .._kernels.private import apply_weighting, loss_settings
+from . import ops
+from .priors import HALF_LOG_2PI
+
+__all__ = ["GaussianNLLLoss", "likelihood_loss", "likelihood_kind", "check_labels",
+           "check_label_shape", "check_label_values", "LIKELIHOODS"]
+
+LIKELIHOODS = ("softmax", "bernoulli", "gaussian")
+
+
+class GaussianNLLLoss(Loss):
+    r"""Negative log-likelihood of real-valued targets under :math:`N(\text{pred}, s^2)`.
+
+    Per example: :math:`\sum_d (y_d - \hat y_d)^2 / (2 s^2) + D (\log s + \tfrac12
+    \log 2\pi)`. With ``noise_sigma=None`` the noise scale :math:`s = \mathrm{softplus}(
+    \rho_s)` is a parameter of this loss, learned with the network: initialise the loss
+    (``loss.initialize(ctx=...)``) and ``fit(..., loss=loss)`` trains and checkpoints it.
+
+    Parameters
+    ----------
+    noise_sigma : float or None, default None
+        A fixed noise standard deviation, or None to learn it (starting at 1).
+    """
+
+    def __init__(self, noise_sigma=None, weight=None, batch_axis=0, **kwargs):
+        super().__init__(weight, batch_axis, **kwargs)
+        check_positive(noise_sigma, "noise_sigma", allow_none=True)
+        self.noise_sigma = noise_sigma
+        if noise_sigma is None:
+            with self.name_scope():
+                self.noise_rho = self.params.get(
+                    "noise_rho", shape=(1,), init=mx.init.Constant(ops.inverse_softplus(1.0)))
+
+    def sigma(self, ctx=None):
+        """The noise standard deviation :math:`s` (a float)."""
+        if self.noise_sigma is not None:
+            return float(self.noise_sigma)
+        rho = self.noise_rho.data(ctx or self.noise_rho.list_ctx()[0])
+        return float(ops.softplus(rho).asscalar())
+
+    def hybrid_forward(self, F, pred, label, noise_rho=None):
+        nll = _gaussian_nll(F, pred, label, self.noise_sigma, noise_rho)
+        return apply_weighting(F, nll, loss_settings(self)[0])
+
+
+def _gaussian_nll(F, pred, label, noise_sigma, noise_rho):
+    """Per example, :math:`\\sum_d [(y_d - f_d)^2 / (2s^2) + \\log s + \\tfrac12 \\log 2\\pi]`
+    over the last axis: with the fixed ``noise_sigma``, or ``s = softplus(noise_rho)``."""
+    # D, the outputs per example: known imperatively, an array of the graph when hybridized
+    dims = pred.shape[-1] if F is mx.nd else F.sum(F.ones_like(pred), axis=-1)
+    if noise_rho is None:
+        s = noise_sigma
+        return F.sum(F.square(pred - label), axis=-1) * (0.5 / s**2) + \
+            dims * (math.log(s) + HALF_LOG_2PI)
+    s = ops.softplus(noise_rho, F)
+    sq = F.broadcast_div(F.square(pred - label), 2 * F.square(s))
+    if F is mx.nd:
+        return F.broadcast_add(F.sum(sq, axis=-1), (F.log(s) + HALF_LOG_2PI) * dims)
+    return F.sum(sq, axis=-1) + F.broadcast_mul(dims, F.log(s) + HALF_LOG_2PI)
+
+
+def likelihood_loss(name, noise_sigma=1.0):
+    """The Gluon loss a likelihood's name stands for (the names ``TrainConfig`` and the
+    command line use): "softmax" → ``SoftmaxCrossEntropyLoss``, "bernoulli" →
+    ``SigmoidBCELoss``, "gaussian" → :class:`GaussianNLLLoss` (``noise_sigma`` None:
+    learned)."""
+    if name == "softmax":
+        return SoftmaxCrossEntropyLoss()
+    if name == "bernoulli":
+        return SigmoidBCELoss()
+    if name == "gaussian":
+        return GaussianNLLLoss(noise_sigma)
+    raise ValueError(f"unknown likelihood {name!r}; choose one of {LIKELIHOODS}")
+
+
+def likelihood_kind(likelihood):
+    """The kind of output a likelihood makes of a network: "softmax" (class scores),
+    "bernoulli" (one logit) or "gaussian" (real values), for a name, a Gluon loss or a
+    :class:`BBBLoss` (its likelihood's); the one place that tells them apart."""
+    if isinstance(getattr(likelihood, "likelihood", None), Loss):  # BBBLoss: its likelihood's
+        likelihood = likelihood.likelihood
+    if isinstance(likelihood, str):
+        if likelihood not in LIKELIHOODS:
+            raise ValueError(f"unknown likelihood {likelihood!r}; choose one of {LIKELIHOODS} "
+                             "or pass the loss")
+        return likelihood
+    if isinstance(likelihood, SoftmaxCrossEntropyLoss):
+        return "softmax"
+    if isinstance(likelihood, SigmoidBCELoss):
+        return "bernoulli"
+    if isinstance(likelihood, GaussianNLLLoss | L2Loss | L1Loss | HuberLoss):
+        return "gaussian"
+    raise ValueError(f"cannot tell what {type(likelihood).__name__} makes of the network's "
+                     "outputs; pass likelihood='softmax', 'bernoulli' or 'gaussian'")
+
+
+def check_labels(likelihood, pred, label, batch_axis=0, values=False):
+    """Raise ValueError, in the user's words, where ``label`` cannot be what ``likelihood``
+    takes for ``pred``: shapes always (no host read), values (a host read) if ``values``."""
+    for name, a in (("pred", pred), ("label", label)):
+        if not isinstance(a, mx.nd.NDArray):
+            raise TypeError(f"{name} must be an MXNet NDArray, got {type(a).__name__}")
+    classes = check_label_shape(likelihood, tuple(pred.shape), tuple(label.shape), batch_axis)
+    if values:
+        check_label_values(likelihood, label, classes)
+
+
+def check_label_shape(likelihood, pred_shape, label_shape, batch_axis=0):
+    """Raise ValueError where labels of ``label_shape`` cannot be what ``likelihood`` takes
+    for outputs of ``pred_shape`` (tuples: no array, no host read); else the number of
+    classes the labels index (None where they are not class indices)."""
+    b = pred_shape[batch_axis]
+    if b == 0:
+        raise ValueError(f"pred holds no examples (shape {pred_shape})")
+    if label_shape[:1] != (b,):
+        raise ValueError(f"pred has {b} examples but label has "
+                         f"{label_shape[0] if label_shape else 'none (a scalar)'}")
+    if isinstance(likelihood, SoftmaxCrossEntropyLoss):
+        sparse = _private.sparse_label(likelihood)
+        if sparse and len(pred_shape) == 2 and label_shape not in ((b,), (b, 1)):
+            raise ValueError(f"class labels must have shape ({b},), got {label_shape}")
+        if not sparse and label_shape != pred_shape:
+            raise ValueError(f"one-hot labels must have pred's shape {pred_shape}, got "
+                             f"{label_shape}")
+        return pred_shape[-1] if sparse else None
+    if isinstance(likelihood, GaussianNLLLoss) and label_shape != pred_shape:
+        raise ValueError(f"GaussianNLLLoss expects targets of pred's shape {pred_shape}, got "
+                         f"{label_shape}")
+    if isinstance(likelihood, SigmoidBCELoss) and math.prod(label_shape) != math.prod(
+            pred_shape):
+        raise ValueError(f"SigmoidBCELoss expects one label per output, got pred "
+                         f"{pred_shape} and label {label_shape}")
+    return None
+
+
+def check_label_values(likelihood, label, classes):
+    """Raise ValueError where ``label`` (an NDArray) holds values ``likelihood`` cannot
+    take: NaN or infinity; for ``classes`` classes, fractions or indices outside
+    0..classes-1; for a Bernoulli likelihood, values outside [0, 1]. One host read."""
+    label = label.astype("float32", copy=False)  # NaN and fractions of any dtype alike
+    frac = mx.nd.abs(label - mx.nd.round(label)).max().reshape((1,))
+    finite = mx.nd.contrib.isfinite(label).min().reshape((1,))
+    lo, hi, frac, finite = mx.nd.concat(label.min().reshape((1,)), label.max().reshape((1,)),
+                                        frac, finite, dim=0).asnumpy().astype(float)
+    if not finite:
+        raise ValueError("labels contain NaN or infinity")
+    if classes is not None:
+        if frac > 0:
+            raise ValueError("class labels must be whole numbers (0, 1, 2, ...), got a "
+                             "label with a fractional part")
+        if lo < 0 or hi > classes - 1:
+            raise ValueError(f"class labels must lie in 0..{classes - 1} for {classes} "
+                             f"classes, got labels from {lo:g} to {hi:g}")
+    elif isinstance(likelihood, SigmoidBCELoss) and (lo < 0 or hi > 1):
+        raise ValueError(f"SigmoidBCELoss labels must lie in [0, 1], got labels from "
+                         f"{lo:g} to {hi:g}")
