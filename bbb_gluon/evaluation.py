@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 from . import metrics
 from ._checks import as_array, check_class_labels, check_int
-from .core.likelihood import likelihood_kind
+from .core.likelihood import num_classes
 from .prediction import check_posterior, checked_inputs, error_rate, predict_proba, uncertainty
 
 __all__ = ["Evaluation", "evaluate_model", "PREDICTIVES"]
@@ -90,8 +90,7 @@ def evaluate_model(net, posterior, X, y, model="bbb", samples=100, X_ood=None, b
     if y.shape != (len(X),):
         raise ValueError(f"the labels y must have shape ({len(X)},), one per example of X, "
                          f"got {y.shape}")
-    check_class_labels(y, 2 if likelihood_kind(likelihood) == "bernoulli" else out.shape[-1],
-                       "the labels y")
+    check_class_labels(y, num_classes(likelihood, out.shape[-1]), "the labels y")
 
     def predictive(inputs):
         return uncertainty(net, posterior, inputs, samples, ctx=ctx, likelihood=likelihood,

@@ -21,8 +21,8 @@ from .._kernels.private import apply_weighting, loss_settings
 from . import ops
 from .priors import HALF_LOG_2PI
 
-__all__ = ["GaussianNLLLoss", "likelihood_loss", "likelihood_kind", "check_labels",
-           "check_label_shape", "check_label_values", "LIKELIHOODS"]
+__all__ = ["GaussianNLLLoss", "likelihood_loss", "likelihood_kind", "num_classes",
+           "check_labels", "check_label_shape", "check_label_values", "LIKELIHOODS"]
 
 LIKELIHOODS = ("softmax", "bernoulli", "gaussian")
 
@@ -111,6 +111,12 @@ def likelihood_kind(likelihood):
         return "gaussian"
     raise ValueError(f"cannot tell what {type(likelihood).__name__} makes of the network's "
                      "outputs; pass likelihood='softmax', 'bernoulli' or 'gaussian'")
+
+
+def num_classes(likelihood, outputs):
+    """The classes a classifier's ``outputs`` outputs per example stand for: two for one
+    Bernoulli logit, else one per output (a name, a Gluon loss or a BBBLoss)."""
+    return 2 if likelihood_kind(likelihood) == "bernoulli" else int(outputs)
 
 
 def check_labels(likelihood, pred, label, batch_axis=0, values=False):

@@ -16,7 +16,7 @@ from mxnet import gluon
 
 from .._checks import as_array, check_class_labels
 from .._files import atomic_write_text
-from ..core.likelihood import likelihood_loss
+from ..core.likelihood import likelihood_loss, num_classes
 from ..core.loss import BBBLoss
 from ..core.posterior import Posterior, PosteriorMismatchError
 from ..core.step import BBBStep, trainable_params
@@ -268,7 +268,7 @@ def _check_arrays(name, X, y, config, task=None, net=None, ctx=None):
         raise ValueError(f"the {name} inputs hold no examples (shape {X.shape})")
     if not np.isfinite(X).all():
         raise ValueError(f"{name} inputs contain NaN or infinity")
-    classes = 2 if config.likelihood == "bernoulli" else config.num_outputs
+    classes = num_classes(config.likelihood, config.num_outputs)
     if task is not None:
         classes = classes_of(net, X, ctx, config.likelihood, f"the {name} inputs")
     if task is not None and task[0] == "targets":
