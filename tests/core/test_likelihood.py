@@ -2,7 +2,6 @@
 GaussianNLLLoss, likelihood_loss and the label checks, written when they lived in
 core/loss.py)."""
 
-
 import pytest
 from mxnet import gluon
 
