@@ -79,12 +79,12 @@ lint: setup
 
 # The package's tests, laid out as the package is (tests/core, tests/training, ...).
 unit: setup data
-	$(VENV)/bin/pytest tests --ignore=tests/repo
+	$(VENV)/bin/pytest tests --ignore=tests/repo --durations=15
 
 # The repository's checks: the import arrows, docs and README against the code and the
 # committed results, the environment files, the notebooks' rules, the benchmarks' --tiny runs.
 repo: setup data
-	$(VENV)/bin/pytest tests/repo
+	$(VENV)/bin/pytest tests/repo --durations=10
 
 notebooks: setup data
 	@if ls notebooks/*.ipynb >/dev/null 2>&1; then \
