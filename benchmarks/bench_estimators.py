@@ -41,7 +41,8 @@ from bbb_gluon import (
     build_mlp,
     trainable_params,
 )
-from bbb_gluon.core.estimators import ESTIMATORS, perturbed, plan, sample_noise
+from bbb_gluon.core.estimator_forward import perturbed, sample_noise
+from bbb_gluon.core.estimators import ESTIMATORS, plan
 from bbb_gluon.data import ArrayLoader, load_dataset
 
 sys.path.insert(0, str(Path(__file__).parent))

@@ -12,7 +12,8 @@ from mxnet import autograd, gluon
 from .._kernels import trainer as _trainer
 from .._kernels.fused import load, unavailable_reason
 from . import ops
-from .estimators import key_modes, perturbed, sample_noise, swapped
+from .estimator_forward import perturbed, sample_noise, swapped
+from .estimators import key_modes
 from .guard import all_float32, batch_guard, first_not_finite, fused_guard, zero_nonfinite
 from .sampling import swapper
 
@@ -23,7 +24,7 @@ def forward_with(net, posterior, rules=()):
     """``forward(weights, ctx, X, aux=None, noise=None)``: ``net(X)`` with ``weights`` in
     place of the posterior's parameters of ``net`` (the callable the fused engine runs
     the network through), its layers run as the estimator's ``rules`` say (``aux`` and
-    ``noise`` as :func:`bbb_gluon.core.estimators.swapped` takes them)."""
+    ``noise`` as :func:`bbb_gluon.core.estimator_forward.swapped` takes them)."""
     swap = swapper(net, posterior)
 
     def shared_sample(weights, ctx, X, aux=None, noise=None):
