@@ -12,30 +12,17 @@ from mxnet import autograd, gluon
 from .._kernels import trainer as _trainer
 from .._kernels.fused import load, unavailable_reason
 from . import ops
-from .estimator_forward import perturbed, sample_noise, swapped
+from .estimator_forward import EstimatorForward, sample_noise
 from .estimators import key_modes
 from .guard import all_float32, batch_guard, first_not_finite, fused_guard, zero_nonfinite
-from .sampling import swapper
 
 __all__ = ["FusedBBBStep", "reference_step", "forward_with", "first_not_finite", "prior_attrs"]
 
 
-def forward_with(net, posterior, rules=()):
-    """``forward(weights, ctx, X, aux=None, noise=None)``: ``net(X)`` with ``weights`` in
-    place of the posterior's parameters of ``net`` (the callable the fused engine runs
-    the network through), its layers run as the estimator's ``rules`` say (``aux`` and
-    ``noise`` as :func:`bbb_gluon.core.estimator_forward.swapped` takes them)."""
-    swap = swapper(net, posterior)
-
-    def shared_sample(weights, ctx, X, aux=None, noise=None):
-        with swap(weights, ctx):
-            return net(X)
-
-    def estimators(weights, ctx, X, aux=None, noise=None):
-        with swapped(net, posterior, rules, weights, ctx, aux, noise, fused=True):
-            return net(X)
-    # The shared sample as before the estimators came: nothing but the swap per step.
-    return shared_sample if all(r.rule == "reparam" for r in rules) else estimators
+def forward_with(net, posterior, rules=(), fused=True):
+    """The :class:`~bbb_gluon.core.estimator_forward.EstimatorForward` a step runs the
+    network through: ``forward(weights, ctx, X, aux=None, noise=None)``, set up once."""
+    return EstimatorForward(net, posterior, rules, fused)
 
 
 def _draw(posterior, ctx, k, eps):
@@ -49,13 +36,15 @@ def _draw(posterior, ctx, k, eps):
 
 
 # Thirteen parameters: a BBBStep's state (its first four, ``samples`` and its estimator's
-# ``rules``) and one call's arguments, apart so that tests can drive this engine on fixed
+# ``forward``) and one call's arguments, apart so that tests can drive this engine on fixed
 # noise without a BBBStep.
 def reference_step(net, posterior, loss_fn, trainer, X, y, batch_index, ctxs, samples=1,
-                   eps=None, step_size=None, batch_size=None, rules=None):
+                   eps=None, step_size=None, batch_size=None, forward=None):
     """One update with MXNet operators and autograd through ``loss_fn`` (a BBBLoss); the
-    arguments and the return value are :class:`BBBStep`'s; ``rules``: the estimator's
-    per-layer :func:`~bbb_gluon.core.estimators.plan` (default: the shared sample)."""
+    arguments and the return value are :class:`BBBStep`'s; ``forward``: the estimator's
+    :func:`forward_with` with ``fused=False`` (default: the shared sample)."""
+    if forward is None:
+        forward = EstimatorForward(net, posterior)
     Xs = gluon.utils.split_and_load(X, ctxs, even_split=False)
     ys = gluon.utils.split_and_load(y, ctxs, even_split=False)
     batch_size = X.shape[0] if batch_size is None else batch_size
@@ -67,8 +56,7 @@ def reference_step(net, posterior, loss_fn, trainer, X, y, batch_index, ctxs, sa
             for s in range(samples):
                 draw, noise = _draw(posterior, ctx, k, None if eps is None else eps[k][s])
                 draws.append(draw)
-                with perturbed(net, posterior, rules or [], draw, noise):
-                    outs.append(net(xb))
+                outs.append(forward.with_sample(draw, xb, noise))
             if samples == 1:
                 outs, draws = outs[0], draws[0]
             nll, cost = loss_fn.costs(outs, yb, draws, batch_index)

@@ -1,4 +1,17 @@
-"""Running a network with its layers under an estimator's rules (:mod:`.estimators`)."""
+"""A network run with its layers under the estimators' rules (:mod:`.estimators`).
+
+:class:`EstimatorForward` is what a training step runs: set up once per step object, it
+traces the network once per shape of examples into one graph in which each layer under
+Flipout or the local reparameterisation computes as its estimator says (the estimator's
+extra inputs, perturbations or variances and per-example noise, are inputs of the
+graph), and runs that graph as an MXNet ``CachedOp`` on every call: no block is patched,
+no hybridization switched off, no parameter tree walked per call. A network that cannot
+be traced (a plain ``Block`` with Python control flow, several outputs) runs as
+:func:`perturbed` runs it: imperatively, its layers' forwards swapped for the call.
+
+:func:`perturbed` and :func:`swapped` are the same forwards for a user's own code: inside
+the block a plain ``net(X)`` runs the layers under their rules.
+"""
 
 from contextlib import ExitStack, contextmanager
 
@@ -7,18 +20,25 @@ from mxnet import autograd
 from mxnet.gluon import HybridBlock, nn
 
 from .._kernels import private as _private
-from .estimators import VARIANCE_FLOOR, aux_arrays, key_modes
-from .sampling import use_weights
+from .estimators import aux_arrays, key_modes
+from .sampling import swapper, use_weights
 
-__all__ = ["perturbed", "swapped", "sample_noise"]
+__all__ = ["EstimatorForward", "LayerForward", "perturbed", "swapped", "sample_noise"]
+
+# The traced graph's input for the examples (a name no Gluon parameter takes).
+_X_NAME = "bbb_gluon_examples"
 
 
-def _spread(signs, shape):
-    """``signs`` broadcast to ``shape`` as a plain array (a constant: no gradient)."""
-    if tuple(signs.shape) == tuple(shape):
+def _spread(F, signs, signs_shape, shape):
+    """``signs`` broadcast to ``shape`` as a plain array (a constant: no gradient); a 0
+    keeps the signs' own length (the batch axis), so a traced graph takes any batch."""
+    if tuple(signs_shape) == tuple(shape):
         return signs
+    target = tuple(0 if a == b else b for a, b in zip(signs_shape, shape, strict=True))
+    if F is mx.sym:
+        return F.broadcast_to(signs, shape=target)
     with autograd.pause():
-        return signs.broadcast_to(shape)
+        return F.broadcast_to(signs, shape=target)
 
 
 def _leading(compact, shape):
@@ -38,82 +58,137 @@ def _channel_shape(ndim, axis, size, batch):
     return tuple(shape)
 
 
-class _Layer:
-    """The forward of one layer under Flipout (``aux``: the perturbations) or the local
-    reparameterisation (``aux``: the variances) of this sample."""
+class _Inputs:
+    """What one layer's estimator takes on one call: ``aux_w``, ``aux_b`` (its
+    perturbations or variances), ``noise`` (per-example arrays by tag offset) and the
+    shapes of the layer's input and mean output."""
 
-    def __init__(self, rule, aux, noise, fused=False):
-        self.rule, self.noise, self.block = rule, noise, rule.block
+    __slots__ = ("aux_w", "aux_b", "noise", "x_shape", "out_shape")
+
+    def __init__(self, aux_w, aux_b, noise, x_shape, out_shape):
+        self.aux_w, self.aux_b, self.noise = aux_w, aux_b, noise
+        self.x_shape, self.out_shape = tuple(x_shape), tuple(out_shape)
+
+
+class LayerForward:
+    """The ``hybrid_forward`` of one layer under its rule (a
+    :class:`~bbb_gluon.core.estimators.LayerRule`): the means' forward, then its
+    estimator's :meth:`~bbb_gluon.core.estimators.Estimator.output`. ``source`` hands
+    out the estimator's inputs: arrays (imperatively) or symbols (traced into a graph);
+    ``fused``: the layer may run the fused kernels' own operators (CPU only)."""
+
+    def __init__(self, rule, source, fused=False):
+        block = rule.block
+        self.rule, self.estimator, self.block, self.source = rule, rule.estimator, block, source
+        self.tag = 4 * rule.weight
         self.fused = fused
-        w, b = rule.weight, rule.bias
-        self.tag = 4 * w
-        if rule.rule == "flipout":
-            self.dw, self.db = aux[w], None if b is None else aux[b]
+        self.act = block.act
+        # On the fused engine the last step is one of its operators, relu included.
+        self.relu = fused and self.act is not None and _private.act_type(self.act) == "relu"
+        if isinstance(block, nn.Dense):
+            units, flatten = _private.dense_settings(block)
+            self._op, self._kwargs = "FullyConnected", {"num_hidden": units, "flatten": flatten}
+            self.channel_axis, self.flatten = None, flatten
         else:
-            self.var_w, self.var_b = aux[w], None if b is None else aux[b]
-        if isinstance(self.block, nn.Dense):
-            units, flatten = _private.dense_settings(self.block)
-            self.linear = lambda x, weight, bias: mx.nd.FullyConnected(
-                x, weight, bias, no_bias=bias is None, num_hidden=units, flatten=flatten)
-            self.channel_axis = None
-            self.flatten = flatten
-        else:
-            op_name, kwargs = _private.conv_settings(self.block)
+            op_name, kwargs = _private.conv_settings(block)
             kwargs.pop("no_bias")
-            op = getattr(mx.nd, op_name)
-            self.linear = lambda x, weight, bias: op(x, weight, bias, no_bias=bias is None,
-                                                     **kwargs)
-            self.channel_axis = kwargs["layout"].find("C")
+            self._op, self._kwargs = op_name, kwargs
+            self.channel_axis, self.flatten = kwargs["layout"].find("C"), False
+
+    def linear(self, F, x, weight, bias):
+        """The layer's own operator on ``x`` with ``weight`` and ``bias`` (None: none)."""
+        op = getattr(F, self._op)
+        if bias is None:
+            return op(x, weight, no_bias=True, **self._kwargs)
+        return op(x, weight, bias, no_bias=False, **self._kwargs)
+
+    def flat_shape(self, x_shape):
+        """The input's shape as the layer's operator sees it (Dense flattens)."""
+        if self.flatten:
+            size = 1
+            for d in x_shape[1:]:
+                size *= d
+            return (x_shape[0], size)
+        return tuple(x_shape)
+
+    def sign_shapes(self, x_shape, out_shape):
+        """Flipout's input and output signs, compact: one per example and channel."""
+        x_shape, batch = self.flat_shape(x_shape), x_shape[0]
+        if self.channel_axis is None:  # Dense: signs along the last axis (after flatten)
+            return ((batch,) + (1,) * (len(x_shape) - 2) + (x_shape[-1],),
+                    (batch,) + (1,) * (len(out_shape) - 2) + (out_shape[-1],))
+        axis = self.channel_axis
+        return (_channel_shape(len(x_shape), axis, x_shape[axis], batch),
+                _channel_shape(len(out_shape), axis, out_shape[axis], batch))
+
+    def compact(self, x_shape, out_shape):
+        """Whether Flipout's signs go to the fused operators as drawn (see _leading)."""
+        s, r = self.sign_shapes(x_shape, out_shape)
+        return _leading(s, self.flat_shape(x_shape)) and _leading(r, out_shape)
+
+    def spread(self, F, signs, which, x_shape, out_shape):
+        """Input (``which="s"``) or output signs broadcast to the full array's shape."""
+        s, r = self.sign_shapes(x_shape, out_shape)
+        if which == "s":
+            return _spread(F, signs, s, self.flat_shape(x_shape))
+        return _spread(F, signs, r, out_shape)
 
     def __call__(self, F, x, weight, bias=None):
-        # weight and bias: the means (use_weights put them there), or the network's own
-        # bias where the posterior has none.
-        mean = self.linear(x, weight, bias)
-        act = self.block.act
-        # On the fused engine (CPU) the last step is one of its operators, relu included.
-        fused = self.fused and mean.context.device_type == "cpu"
-        relu = fused and act is not None and _private.act_type(act) == "relu"
-        if self.rule.rule == "local":
-            var = self.linear(mx.nd.square(x), self.var_w, self.var_b)
-            zeta = self.noise(self.tag, mean.shape, False)
-            if fused:  # one pass where MXNet runs five operators
-                out = mx.nd.bbb_lrt_combine(mean, var, zeta, floor=repr(VARIANCE_FLOOR),
-                                            relu=int(relu))
-            else:
-                out = mx.nd.elemwise_add(
-                    mean, mx.nd.elemwise_mul(mx.nd.sqrt(var + VARIANCE_FLOOR), zeta))
-        else:
-            x, s, r = self._signs(x, mean.shape)
-            if fused and _leading(s.shape, x.shape) and _leading(r.shape, mean.shape):
-                # The signs stay compact, and the output side (multiply, add, relu) is one
-                # operator.
-                z = self.linear(mx.nd.bbb_flip(x, s), self.dw, self.db)
-                out = mx.nd.bbb_flipout_combine(mean, z, r, relu=int(relu))
-            else:
-                # The bias perturbation goes in as the operator's bias, and the signs as
-                # full arrays into elementwise operators: NDArray's * and + are MXNet's
-                # broadcast ones, whose backward reduces, single-threaded (it took longer
-                # than the convolutions' on LeNet).
-                relu = False
-                z = self.linear(mx.nd.elemwise_mul(x, _spread(s, x.shape)), self.dw, self.db)
-                out = mx.nd.elemwise_add(mean, mx.nd.elemwise_mul(z, _spread(r, mean.shape)))
-        return out if relu or act is None else act(out)
+        # weight and bias: the means, or the network's own bias where the posterior has none.
+        mean = self.linear(F, x, weight, bias)
+        x_shape, out_shape = self.source.shapes(self, x, mean)
+        wanted = self.estimator.noise_shapes(self, x_shape, out_shape)
+        noise = {off: self.source.noise(self, off, shape, signs)
+                 for off, (shape, signs) in wanted.items()}
+        rule = self.rule
+        inputs = _Inputs(self.source.aux(rule.weight), self.source.aux(rule.bias), noise,
+                         x_shape, out_shape)
+        out, relu_done = self.estimator.output(F, self, x, mean, inputs, self.fused)
+        return out if relu_done or self.act is None else self.act(out)
 
-    def _signs(self, x, out_shape):
-        """``(x, s, r)``: the input (flattened where the layer flattens it) and this
-        step's input and output signs, compact: one per example and channel."""
-        batch = x.shape[0]
-        if self.channel_axis is None:  # Dense: signs along the last axis (after flatten)
-            if self.flatten:
-                x = x.reshape((batch, -1))
-            s_shape = (batch,) + (1,) * (x.ndim - 2) + (x.shape[-1],)
-            r_shape = (batch,) + (1,) * (len(out_shape) - 2) + (out_shape[-1],)
-        else:
-            axis = self.channel_axis
-            s_shape = _channel_shape(x.ndim, axis, x.shape[axis], batch)
-            r_shape = _channel_shape(len(out_shape), axis, out_shape[axis], batch)
-        return (x, self.noise(self.tag + 1, s_shape, True),
-                self.noise(self.tag + 2, r_shape, True))
+
+class _Arrays:
+    """A layer's inputs as arrays, for one imperative call."""
+
+    def __init__(self, aux, noise):
+        self._aux, self._noise = aux, noise
+
+    def shapes(self, layer, x, mean):
+        return x.shape, mean.shape
+
+    def aux(self, key):
+        return None if key is None else self._aux[key]
+
+    def noise(self, layer, offset, shape, signs):
+        return self._noise(layer.tag + offset, shape, signs)
+
+
+class _Symbols:
+    """A layer's inputs as the graph's input variables, named by posterior key (aux) and
+    by tag (noise: layers sharing a weight share its signs), with the traced shapes."""
+
+    def __init__(self, shapes):
+        self._shapes = shapes
+        self.vars, self.aux_of, self.noise_of = {}, {}, {}
+
+    def _var(self, name):
+        if name not in self.vars:
+            self.vars[name] = mx.sym.var(name)
+        return self.vars[name]
+
+    def shapes(self, layer, x, mean):
+        return self._shapes[id(layer.block)]
+
+    def aux(self, key):
+        if key is None:
+            return None
+        self.aux_of[f"bbb_aux{key}"] = key
+        return self._var(f"bbb_aux{key}")
+
+    def noise(self, layer, offset, shape, signs):
+        name = f"bbb_noise{layer.tag + offset}"
+        self.noise_of[name] = (layer, offset)
+        return self._var(name)
 
 
 def sample_noise(posterior, ctx, stream):
@@ -155,7 +230,7 @@ def swapped(net, posterior, rules, weights, ctx, aux, noise, fused=False):
         if special:
             stack.enter_context(_imperative(net))
         for r in special:
-            stack.enter_context(_forward_of(r.block, _Layer(r, aux, noise, fused)))
+            stack.enter_context(_forward_of(r.block, LayerForward(r, _Arrays(aux, noise), fused)))
         yield net
 
 
@@ -189,3 +264,187 @@ def _imperative(net):
     finally:
         for b in active:
             _private.set_hybridized(b, True)
+
+
+class _Untraceable(Exception):
+    """The network cannot run as one traced graph (see EstimatorForward)."""
+
+
+class _Graph:
+    """The network traced once for one shape of examples, with its layers under their
+    rules, run as one CachedOp; the noise's shapes are read off the trace per batch
+    shape (inferred once each)."""
+
+    def __init__(self, forward, X):
+        net, special = forward.net, forward.special
+        params = forward.network_params()
+        self._param_shapes = {n: p.shape for n, p in params.items()}
+        self._layer_io = self._trace_plain(net, special)
+        self._shapes, self._noise = {}, {}
+        self._layer_shapes_of(X.shape)  # refuses here what the graph could not run
+        source = _Symbols(self._layer_shapes_of(X.shape))
+        layers = [LayerForward(r, source, forward.fused) for r in special]
+        with ExitStack() as stack:
+            for layer in layers:
+                stack.enter_context(_forward_of(layer.block, layer))
+            out = net(mx.sym.var(_X_NAME))
+        if not isinstance(out, mx.sym.Symbol) or len(out.list_outputs()) != 1:
+            raise _Untraceable("not one output")
+        self._noise_of = source.noise_of
+        keys = {p.name: i for i, p in enumerate(forward.parameters)}
+        self._sources = []
+        for name in out.list_inputs():
+            if name == _X_NAME:
+                self._sources.append((0, None))
+            elif name in keys:
+                self._sources.append((1, keys[name]))
+            elif name in source.aux_of:
+                self._sources.append((3, source.aux_of[name]))
+            elif name in source.noise_of:
+                self._sources.append((4, name))
+            elif name in params:
+                self._sources.append((2, params[name]))
+            else:
+                raise _Untraceable(f"unknown input {name!r}")
+        self.symbol = out
+        self._op = mx.nd.CachedOp(out)
+
+    @staticmethod
+    def _trace_plain(net, special):
+        """The symbols of each covered layer's input and output in the plain network."""
+        recorded = {}
+
+        def recorder(block):
+            own = type(block).hybrid_forward
+
+            def record(F, x, *args, **kwargs):
+                out = own(block, F, x, *args, **kwargs)
+                recorded.setdefault(id(block), []).append((x, out))
+                return out
+            return record
+        with ExitStack() as stack:
+            for r in special:
+                stack.enter_context(_forward_of(r.block, recorder(r.block)))
+            net(mx.sym.var(_X_NAME))
+        return [(id(r.block), recorded[id(r.block)]) for r in special]
+
+    def _layer_shapes_of(self, x_shape):
+        """``{id(block): (input shape, output shape)}`` for examples of ``x_shape``."""
+        if x_shape in self._shapes:
+            return self._shapes[x_shape]
+        symbols = [s for _, uses in self._layer_io for use in uses for s in use]
+        group = mx.sym.Group(symbols)
+        known = {_X_NAME: tuple(x_shape)}
+        known.update({n: s for n, s in self._param_shapes.items()
+                      if n in set(group.list_inputs())})
+        _, shapes, _ = group.infer_shape(**known)
+        if shapes is None or any(s is None or 0 in s for s in shapes):
+            raise _Untraceable("shapes not inferred")
+        out, k = {}, 0
+        for block, uses in self._layer_io:
+            pairs = {(tuple(shapes[k + 2 * u]), tuple(shapes[k + 2 * u + 1]))
+                     for u in range(len(uses))}
+            if len(pairs) > 1:  # a block used twice on different shapes: one noise each
+                raise _Untraceable("one layer on two shapes")
+            out[block] = pairs.pop()
+            k += 2 * len(uses)
+        self._shapes[x_shape] = out
+        return out
+
+    def noise_shapes(self, x_shape):
+        """``{input name: (tag, shape, signs)}`` of the noise for examples of ``x_shape``."""
+        layer_shapes = self._layer_shapes_of(x_shape)
+        wanted = {}
+        for name, (layer, offset) in self._noise_of.items():
+            shape, signs = layer.estimator.noise_shapes(
+                layer, *layer_shapes[id(layer.block)])[offset]
+            wanted[name] = (layer.tag + offset, shape, signs)
+        return wanted
+
+    def __call__(self, weights, ctx, X, aux, noise):
+        wanted = self._noise.get(X.shape)
+        if wanted is None:
+            wanted = self._noise[X.shape] = self.noise_shapes(X.shape)
+        args = []
+        for kind, key in self._sources:
+            if kind == 0:
+                args.append(X)
+            elif kind == 1:
+                args.append(weights[key])
+            elif kind == 2:
+                args.append(key.data(ctx))
+            elif kind == 3:
+                args.append(aux[key])
+            else:
+                args.append(noise(*wanted[key]))
+        return self._op(*args)
+
+
+_MISSING = object()
+
+
+class EstimatorForward:
+    """``forward(weights, ctx, X, aux=None, noise=None)``: ``net(X)`` with ``weights``
+    (one array per posterior key: the sample's, or the means for a layer under Flipout or
+    the local reparameterisation) in place of the posterior's parameters, and each
+    layer run as its rule in ``rules`` says, with ``aux`` (``{key: perturbation or
+    variance}``, :func:`~bbb_gluon.core.estimators.aux_arrays`) and ``noise(tag, shape,
+    signs)`` for the per-example arrays.
+
+    Set up once per training step object. With every layer on the shared sample it swaps
+    the weights into the network, which runs as it is (its own hybridized graph, if it
+    has one). Otherwise the network is traced into one graph per shape of examples
+    (the first call with that shape) and that graph runs on every call; :attr:`traced`
+    says whether the last call ran one. ``fused``: the layers may run the fused kernels'
+    own operators (the fused engine, CPU; the reference engine runs MXNet's).
+    """
+
+    def __init__(self, net, posterior, rules=(), fused=False):
+        self.net, self.posterior, self.rules, self.fused = net, posterior, list(rules), fused
+        self.special = [r for r in self.rules if r.rule != "reparam"]
+        self.modes = key_modes(self.rules, len(posterior.keys))
+        named = posterior.check_net(net)
+        self.parameters = [named[k] for k in posterior.keys]
+        self._swap = swapper(net, posterior)
+        self._graphs = {}
+        self.traced = False
+
+    def network_params(self):
+        """The network's parameters by their full names (read once per trace)."""
+        return {p.name: p for p in self.net.collect_params().values()}
+
+    def __call__(self, weights, ctx, X, aux=None, noise=None):
+        if not self.special:
+            with self._swap(weights, ctx):
+                return self.net(X)
+        graph = self._graphs.get(X.shape[1:], _MISSING)
+        if graph is _MISSING:
+            graph = self._graphs[X.shape[1:]] = self._trace(X)
+        self.traced = graph is not None
+        if graph is None:
+            with swapped(self.net, self.posterior, self.rules, weights, ctx, aux, noise,
+                         self.fused):
+                return self.net(X)
+        return graph(weights, ctx, X, aux, noise)
+
+    def symbol_for(self, example_shape):
+        """The traced graph (an MXNet Symbol) for examples of ``example_shape``, or None
+        where none was traced (not yet called with it, or the network runs imperatively)."""
+        graph = self._graphs.get(tuple(example_shape))
+        return None if graph is None or graph is _MISSING else graph.symbol
+
+    def _trace(self, X):
+        """The graph for examples shaped as ``X``'s, or None where the network cannot be
+        traced (it then runs imperatively, as before tracing existed)."""
+        try:
+            return _Graph(self, X)
+        except (_Untraceable, mx.base.MXNetError, AttributeError, TypeError, ValueError,
+                KeyError, NotImplementedError):
+            return None
+
+    def with_sample(self, sample, X, noise):
+        """The forward on a recorded :class:`~bbb_gluon.core.posterior.WeightSample`:
+        the means for the layers under an estimator, their ``aux`` from the sample."""
+        weights = [w if mode == 0 else m for mode, w, m in
+                   zip(self.modes, sample.weights, sample.mus, strict=True)]
+        return self(weights, sample.ctx, X, aux_arrays(self.rules, sample), noise)

@@ -26,10 +26,13 @@ the shared sample :math:`\mu + \sigma \circ \epsilon` (Flipout's own perturbatio
 the local reparameterisation a draw the forward pass never used, so independent of it),
 or in closed form (``complexity="kl"``).
 
-The swap is temporary: inside :func:`~bbb_gluon.core.estimator_forward.perturbed` the
-chosen layers compute as above (imperatively: a hybridized network's cached graph is
-switched off, not dropped), and on leaving (also through an exception) the network is
-exactly as it was.
+Each estimator is one :class:`Estimator` object (:class:`SharedSample`,
+:class:`LocalReparameterization`, :class:`Flipout`; users name them ``"reparam"``,
+``"local"``, ``"flipout"``) that decides which layers it runs on and computes their
+output, for arrays and for symbols alike; :func:`plan` gives every layer with a
+posterior its rule. A training step runs the network through
+:class:`~bbb_gluon.core.estimator_forward.EstimatorForward`, set up once: one traced
+graph with those layers in it, no patching per call.
 """
 
 from dataclasses import dataclass, field, replace
@@ -39,14 +42,142 @@ from mxnet.gluon import nn
 
 from .._kernels import private as _private
 
-__all__ = ["ESTIMATORS", "LayerRule", "plan", "check_estimator"]
-
-ESTIMATORS = ("reparam", "local", "flipout")
+__all__ = ["ESTIMATORS", "Estimator", "SharedSample", "LocalReparameterization", "Flipout",
+           "get_estimator", "LayerRule", "plan", "check_estimator"]
 
 # Added to the local reparameterisation's variance: sqrt's gradient is infinite at 0.
 VARIANCE_FLOOR = 1e-12
 
 _CONV_LAYERS = (nn.Conv1D, nn.Conv2D, nn.Conv3D)
+_KINDS = {}
+
+
+class Estimator:
+    """How the layers an estimator covers see the posterior in a minibatch's forward pass.
+
+    One instance per kind (:func:`get_estimator`); users name it by :attr:`name`. A
+    subclass says which layers it runs on (:meth:`rule`), what it takes beside the means
+    per posterior key (:meth:`aux`: a perturbation or a variance), which per-example
+    noise a layer draws (:meth:`noise_shapes`) and the layer's output
+    (:meth:`output`, written once for arrays and for symbols, so the same code runs
+    imperatively and inside a step's hybridized graph); :attr:`mode` is what the fused
+    kernels receive for its keys (``aux`` in ``fused.cc``), so adding an estimator is one
+    class plus, for the fused engine, its kernel code.
+    """
+
+    name = None
+    mode = 0
+
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        if cls.name is not None:
+            _KINDS[cls.name] = cls()
+
+    def __repr__(self):
+        return f"{type(self).__name__}()"
+
+    def rule(self, block, weight):
+        """``(estimator name, why)`` for one layer when every layer is asked to run this
+        one (``why`` where another runs instead)."""
+        if weight is None:
+            return "reparam", "its weight has no posterior"
+        if type(block) is nn.Dense or type(block) in _CONV_LAYERS:
+            return self.name, ""
+        return "reparam", f"no {self.name} estimator for {type(block).__name__}"
+
+    def aux(self, sigma, eps):
+        """What a layer under this estimator takes beside the means, per posterior key
+        (None: the layer takes the shared sample)."""
+        return None
+
+    def noise_shapes(self, layer, x_shape, out_shape):
+        """``{tag offset: (shape, signs)}``: the per-example noise ``layer`` draws for an
+        input of ``x_shape`` and a mean output of ``out_shape``."""
+        return {}
+
+    def output(self, F, layer, x, mean, inputs, fused):
+        """``(output, relu_done)``: the layer's output given its mean output ``mean``
+        (the means' forward), ``inputs`` (``aux_w``, ``aux_b`` and ``noise[offset]``)."""
+        raise NotImplementedError
+
+
+class SharedSample(Estimator):
+    """One weight sample :math:`w = \\mu + \\sigma \\circ \\epsilon` for the whole minibatch
+    (Blundell et al.): the network runs as it is, with the sample in its parameters."""
+
+    name = "reparam"
+    mode = 0
+
+    def rule(self, block, weight):
+        return "reparam", ""
+
+
+class LocalReparameterization(Estimator):
+    """Each example's pre-activations drawn from their Gaussian (Dense layers applied once
+    per example); Flipout where that would untie the weight."""
+
+    name = "local"
+    mode = 2
+
+    def rule(self, block, weight):
+        name, why = super().rule(block, weight)
+        if name != self.name:
+            return name, why
+        if type(block) in _CONV_LAYERS:
+            return "flipout", "a convolution: one weight at every position"
+        if not _private.dense_settings(block)[1]:
+            return "flipout", "flatten=False: one weight at every position"
+        return name, why
+
+    def aux(self, sigma, eps):
+        return mx.nd.square(sigma)
+
+    def noise_shapes(self, layer, x_shape, out_shape):
+        return {0: (tuple(out_shape), False)}
+
+    def output(self, F, layer, x, mean, inputs, fused):
+        var = layer.linear(F, F.square(x), inputs.aux_w, inputs.aux_b)
+        zeta = inputs.noise[0]
+        if fused:  # one pass where MXNet runs five operators
+            return F.bbb_lrt_combine(mean, var, zeta, floor=repr(VARIANCE_FLOOR),
+                                     relu=int(layer.relu)), layer.relu
+        return F.elemwise_add(mean, F.elemwise_mul(F.sqrt(var + VARIANCE_FLOOR), zeta)), False
+
+
+class Flipout(Estimator):
+    """The shared perturbation decorrelated between examples by random signs (Wen et al.,
+    2018), per (example, channel) on convolutions."""
+
+    name = "flipout"
+    mode = 1
+
+    def aux(self, sigma, eps):
+        return sigma * eps
+
+    def noise_shapes(self, layer, x_shape, out_shape):
+        s, r = layer.sign_shapes(x_shape, out_shape)
+        return {1: (s, True), 2: (r, True)}
+
+    def output(self, F, layer, x, mean, inputs, fused):
+        if layer.flatten:
+            x = x.reshape((0, -1))
+        s, r = inputs.noise[1], inputs.noise[2]
+        shapes = inputs.x_shape, inputs.out_shape
+        if fused and layer.compact(*shapes):
+            # The signs stay compact, and the output side (multiply, add, relu) is one
+            # operator.
+            z = layer.linear(F, F.bbb_flip(x, s), inputs.aux_w, inputs.aux_b)
+            return F.bbb_flipout_combine(mean, z, r, relu=int(layer.relu)), layer.relu
+        # The bias perturbation goes in as the operator's bias, and the signs as full
+        # arrays into elementwise operators: NDArray's * and + are MXNet's broadcast ones,
+        # whose backward reduces, single-threaded (it took longer than the convolutions'
+        # on LeNet).
+        z = layer.linear(F, F.elemwise_mul(x, layer.spread(F, s, "s", *shapes)),
+                         inputs.aux_w, inputs.aux_b)
+        return F.elemwise_add(mean, F.elemwise_mul(z, layer.spread(F, r, "r", *shapes))), False
+
+
+ESTIMATORS = tuple(_KINDS)
 
 
 def check_estimator(estimator):
@@ -62,6 +193,12 @@ def check_estimator(estimator):
         raise ValueError(f"estimator must be one of {ESTIMATORS} (or a dict of layer names "
                          f"to them), got {estimator!r}")
     return estimator
+
+
+def get_estimator(name):
+    """The :class:`Estimator` users name ``name`` ("reparam", "local", "flipout")."""
+    check_estimator(name)
+    return _KINDS[name]
 
 
 @dataclass(frozen=True)
@@ -91,6 +228,11 @@ class LayerRule:
     bias: object
     why: str = ""
     block: object = field(default=None, repr=False, compare=False)
+
+    @property
+    def estimator(self):
+        """The :class:`Estimator` object of :attr:`rule`."""
+        return _KINDS[self.rule]
 
 
 def _layers(block, prefix=""):
@@ -126,7 +268,7 @@ def plan(net, posterior, estimator):
         if isinstance(estimator, dict):
             rule, why = _asked(estimator.get(name, "reparam"), name, block, weight)
         else:
-            rule, why = _rule(estimator, block, weight)
+            rule, why = _KINDS[estimator].rule(block, weight)
         rules.append(LayerRule(name, type(block).__name__, rule, weight, bias, why, block))
     rules = _one_rule_per_key(rules, estimator)
     if isinstance(estimator, dict):
@@ -178,23 +320,6 @@ def _one_rule_per_key(rules, estimator):
                                        f"{estimator}")
 
 
-def _rule(estimator, block, weight):
-    """The rule and why for one layer under one estimator for all."""
-    if estimator == "reparam":
-        return "reparam", ""
-    if weight is None:
-        return "reparam", "its weight has no posterior"
-    if type(block) is nn.Dense:
-        if estimator == "local" and not _private.dense_settings(block)[1]:
-            return "flipout", "flatten=False: one weight at every position"
-        return estimator, ""
-    if type(block) in _CONV_LAYERS:
-        if estimator == "local":
-            return "flipout", "a convolution: one weight at every position"
-        return estimator, ""
-    return "reparam", f"no {estimator} estimator for {type(block).__name__}"
-
-
 def _asked(rule, name, block, weight):
     """The rule a dict asked for one layer, refused where it cannot run."""
     if rule == "reparam":
@@ -218,20 +343,20 @@ def aux_arrays(rules, sample):
         for i in (r.weight, r.bias):
             if i is None or r.rule == "reparam" or i in out:  # a shared key: once
                 continue
-            sigma = sample.sigmas[i]
-            out[i] = sigma * sample.eps[i] if r.rule == "flipout" else mx.nd.square(sigma)
+            out[i] = r.estimator.aux(sample.sigmas[i], sample.eps[i])
     return out
 
 
 def key_modes(rules, num_keys):
-    """Per posterior key: 0 where its layer takes the shared sample, 1 under Flipout, 2
-    under the local reparameterisation (the fused kernels' ``aux``)."""
+    """Per posterior key, its estimator's :attr:`~Estimator.mode`: 0 where its layer
+    takes the shared sample, 1 under Flipout, 2 under the local reparameterisation (the
+    fused kernels' ``aux``)."""
     modes = [None] * num_keys
     for r in rules:
         for i in (r.weight, r.bias):
             if i is None:
                 continue
-            mode = {"reparam": 0, "flipout": 1}.get(r.rule, 2)
+            mode = r.estimator.mode
             if modes[i] not in (None, mode):  # plan() gives a key's layers one rule
                 raise ValueError(f"posterior key {i} is given two estimators")
             modes[i] = mode

@@ -181,9 +181,11 @@ class BBBStep:
         # the shapes of examples (and labels) the network and the loss were seen to take
         self._taken, self._labels_read = set(), False
         self.watch = bool(watch)
+        # The network's forward under the estimator, set up once (a traced graph per shape
+        # of examples where a layer runs Flipout or the local reparameterisation).
+        self.forward = forward_with(net, posterior, self.rules, self.engine == "fused")
         if self.engine == "fused":
-            self._fused = FusedBBBStep(forward_with(net, posterior, self.rules), posterior,
-                                       trainer, loss, self.rules)
+            self._fused = FusedBBBStep(self.forward, posterior, trainer, loss, self.rules)
 
     @property
     def estimators(self):
@@ -268,7 +270,7 @@ class BBBStep:
         else:
             costs = reference_step(self.net, self.posterior, self.loss, self.trainer, X, y,
                                    batch_index, self.posterior.contexts, self.samples, eps,
-                                   step_size, batch_size, self.rules)
+                                   step_size, batch_size, self.forward)
             if self.watch:
                 new = [c for c in costs if c is not None]
                 if self._watch is not None:

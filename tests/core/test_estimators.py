@@ -2,6 +2,7 @@
 ordinary Gluon layers, each proved against its definition on given noise, unbiased
 against the shared sample, and leaving the network as it was."""
 
+import json
 import math
 
 import mxnet as mx
@@ -20,8 +21,9 @@ from bbb_gluon import (
     use_weights,
 )
 from bbb_gluon._kernels import private
+from bbb_gluon.core import estimator_forward
 from bbb_gluon.core import step as step_module
-from bbb_gluon.core.estimator_forward import _leading, perturbed
+from bbb_gluon.core.estimator_forward import EstimatorForward, _leading, perturbed
 from bbb_gluon.core.estimators import VARIANCE_FLOOR, key_modes, plan
 from bbb_gluon.training import TrainConfig
 
@@ -503,9 +505,9 @@ def test_a_shared_weight_is_one_key_and_each_example_sees_one_weight_in_every_us
                                    rtol=1e-5, atol=1e-5)
 
 
-def two_steps_on_each_engine(make_net, X, y, estimator):
+def two_steps_on_each_engine(make_net, X, y, estimator, steps=None):
     """mu and rho after two Adam steps on the same noise, on the reference engine and on
-    the fused one."""
+    the fused one (the step objects appended to ``steps``)."""
     results = []
     for engine in ("reference", "fused"):
         net = make_net()
@@ -524,6 +526,8 @@ def two_steps_on_each_engine(make_net, X, y, estimator):
                 eps = [[([mx.nd.array(p.reshape(s), ctx=CTX) for p, s in
                           zip(np.split(flat, cuts), post.shapes, strict=True)], fixed_extra)]]
             step._step(X, y, i, True, None, eps=eps)
+        if steps is not None:
+            steps.append(step)
         results.append([a.asnumpy() for a in post.mu(CTX) + post.rho(CTX)])
     return results
 
@@ -553,19 +557,11 @@ def test_flipouts_compact_signs_cover_leading_axes_only():
 
 
 @pytest.mark.usefixtures("fused_kernels")
-def test_the_fused_engine_runs_flipouts_passes_where_the_layout_allows(monkeypatch):
+def test_the_fused_engine_runs_flipouts_passes_where_the_layout_allows():
     """A convolution (NCHW), a Dense layer at 4 positions (flatten=False: the signs do
     not cover leading axes, so MXNet's broadcast operators run) and a Dense layer: the
-    fused engine calls its two operators on the first and last only, and makes the
-    reference engine's updates."""
-    calls = []
-    real = mx.nd.bbb_flip
-
-    def counting(x, s, **kwargs):
-        calls.append(tuple(s.shape))
-        return real(x, s, **kwargs)
-    monkeypatch.setattr(mx.nd, "bbb_flip", counting, raising=False)
-
+    fused engine's traced graph runs its two operators on the first and last only, and
+    makes the reference engine's updates."""
     def make_net():
         return build(nn.Conv2D(4, 1, in_channels=2, activation="relu"),  # (5, 4, 4, 4)
                      nn.Dense(6, flatten=False, activation="relu", in_units=4),
@@ -573,12 +569,23 @@ def test_the_fused_engine_runs_flipouts_passes_where_the_layout_allows(monkeypat
     rng = np.random.default_rng(1)
     X = mx.nd.array(rng.normal(size=(5, 2, 4, 4)), ctx=CTX)
     y = mx.nd.array(rng.integers(0, 3, size=5), ctx=CTX)
-    reference, fused = two_steps_on_each_engine(make_net, X, y, "flipout")
+    steps = []
+    reference, fused = two_steps_on_each_engine(make_net, X, y, "flipout", steps)
     for a, b in zip(reference, fused, strict=True):
         np.testing.assert_allclose(b, a, rtol=2e-4, atol=2e-5)
-    # per step: the convolution's input signs per (example, channel), the last layer's
-    # per (example, input); none for the Dense layer at every position
-    assert calls == [(5, 2, 1, 1), (5, 96)] * 2
+    # fused: the convolution's input signs (key 0: tag 1) and the last layer's (key 4:
+    # tag 17) go to bbb_flip as drawn, the Dense layer's at every position (tags 9, 10)
+    # are broadcast; the reference engine broadcasts every sign not already full-sized
+    expected = [([], ["bbb_noise1", "bbb_noise10", "bbb_noise2", "bbb_noise9"]),
+                (["bbb_noise1", "bbb_noise17"], ["bbb_noise10", "bbb_noise9"])]
+    for step, (flipped, spread) in zip(steps, expected, strict=True):
+        assert step.forward.traced
+        graph = json.loads(step.forward.symbol_for(X.shape[1:]).tojson())
+        names = [n["name"] for n in graph["nodes"]]
+        ops = {op: sorted(names[i] for n in graph["nodes"] if n["op"] == op
+                          for i, _, _ in n["inputs"] if names[i].startswith("bbb_noise"))
+               for op in ("bbb_flip", "broadcast_to")}
+        assert (ops["bbb_flip"], ops["broadcast_to"]) == (flipped, spread)
 
 
 def test_layers_sharing_a_weight_run_one_estimator_or_are_refused():
@@ -605,3 +612,99 @@ def test_layers_sharing_a_weight_run_one_estimator_or_are_refused():
         plan(dense_net, post, {"0": "local", "1": "local"})
     rules = plan(dense_net, post, {"0": "flipout", "1": "flipout"})
     assert [r.rule for r in rules] == ["flipout", "flipout", "reparam"]
+
+
+def graph_and_swap(net, post, X, estimator, noise):
+    """The output and the means' gradients from the step's traced graph and from the
+    imperative swap (``perturbed``), on the same sample and noise."""
+    rules = plan(net, post, estimator)
+    eps = mx.nd.array(np.random.default_rng(5).standard_normal(post.num_weights)
+                      .astype(np.float32), ctx=CTX)
+    results, forward = [], EstimatorForward(net, post, rules, fused=False)
+    for traced in (True, False):
+        mus = post.mu(CTX)
+        for m in mus:
+            m.attach_grad()
+        with autograd.record():
+            sample = post.sample(CTX, eps=eps)
+            if traced:
+                out = forward.with_sample(sample, X, noise)
+            else:
+                with perturbed(net, post, rules, sample, noise):
+                    out = net(X)
+            (out * out).sum().backward()
+        results.append([out.asnumpy()] + [m.grad.asnumpy() for m in mus])
+    return forward, results
+
+
+@pytest.mark.parametrize("estimator", ["local", "flipout"])
+def test_the_traced_graph_computes_what_the_swapped_layers_compute(estimator):
+    """A convolution, BatchNorm, a tied pair and Dense layers: the step's graph gives the
+    imperative swap's output and gradients to the bit (the same operators)."""
+    first = nn.Dense(5, activation="tanh", in_units=5)
+    net, _ = build(nn.Conv2D(3, 3, in_channels=1, activation="relu"), nn.BatchNorm(),
+                   nn.MaxPool2D(2), nn.Flatten(), nn.Dense(5, activation="relu"), first,
+                   nn.Dense(5, activation="tanh", in_units=5, params=first.params),
+                   nn.Dense(3, in_units=5))
+    X = mx.nd.array(np.random.default_rng(0).normal(size=(6, 1, 8, 8)), ctx=CTX)
+    post = posterior_of(net, X)
+    forward, (graph, swap) = graph_and_swap(net, post, X, estimator, fixed_extra)
+    assert forward.traced and forward.symbol_for(X.shape[1:]) is not None
+    for a, b in zip(graph, swap, strict=True):
+        np.testing.assert_array_equal(a, b)
+
+
+class Branching(nn.Block):
+    """A network whose forward reads its input's shape: it cannot be traced."""
+
+    def __init__(self):
+        super().__init__()
+        with self.name_scope():
+            self.hidden = nn.Dense(4, activation="relu", in_units=3)
+            self.out = nn.Dense(2, in_units=4)
+
+    def forward(self, x):
+        h = self.hidden(x)
+        return self.out(h if x.shape[0] > 1 else h * 2)
+
+
+@pytest.mark.parametrize("estimator", ["local", "flipout"])
+def test_a_network_that_cannot_be_traced_runs_its_layers_swapped(estimator):
+    net = Branching()
+    net.initialize(mx.init.Xavier(), ctx=CTX)
+    X = mx.nd.array(np.random.default_rng(0).normal(size=(6, 3)), ctx=CTX)
+    post = posterior_of(net, X)
+    forward, (imperative, swap) = graph_and_swap(net, post, X, estimator, fixed_extra)
+    assert not forward.traced and forward.symbol_for(X.shape[1:]) is None
+    for a, b in zip(imperative, swap, strict=True):
+        np.testing.assert_array_equal(a, b)
+
+
+@pytest.mark.usefixtures("fused_kernels")
+@pytest.mark.parametrize("engine", ["reference", "fused"])
+@pytest.mark.parametrize("estimator", ["local", "flipout"])
+def test_the_step_sets_up_its_estimator_once_and_runs_one_graph(estimator, engine,
+                                                                  monkeypatch):
+    """After the first call no layer is patched, no hybridization switched off and no
+    parameter tree walked: every call (another batch size too) runs the traced graph."""
+    net, _ = build(nn.Conv2D(3, 3, in_channels=1, activation="relu"), nn.Flatten(),
+                   nn.Dense(4, in_units=3 * 4 * 4))
+    rng = np.random.default_rng(0)
+    X = mx.nd.array(rng.normal(size=(5, 1, 6, 6)), ctx=CTX)
+    y = mx.nd.array(rng.integers(0, 4, size=5), ctx=CTX)
+    post = posterior_of(net, X)
+    loss = BBBLoss(MIXTURE, num_batches=3)
+    trainer = gluon.Trainer(trainable_params(net, post, loss), "adam", {"learning_rate": 0.01})
+    step = BBBStep(net, post, loss, trainer, estimator=estimator, engine=engine)
+    step(X, y, 0)
+    seen = []
+    monkeypatch.setattr(estimator_forward, "_forward_of", lambda *a: seen.append("patch"))
+    monkeypatch.setattr(private, "set_hybridized", lambda *a: seen.append("switch"))
+    for cls in (nn.Block, nn.HybridBlock):
+        monkeypatch.setattr(cls, "collect_params", lambda *a, **k: seen.append("walk"))
+        monkeypatch.setattr(cls, "apply", lambda *a, **k: seen.append("walk"))
+    for i in range(3):
+        costs = step(X, y, i)
+    step(X[:3], y[:3], 1)
+    assert seen == [] and step.forward.traced
+    assert np.isfinite(costs.cost.asscalar())
