@@ -281,7 +281,7 @@ class _Graph:
         self._param_shapes = {n: p.shape for n, p in params.items()}
         self._layer_io = self._trace_plain(net, special)
         self._shapes, self._noise = {}, {}
-        self._layer_shapes_of(X.shape)  # refuses here what the graph could not run
+        # the layers' shapes first: a network the graph could not run is refused here
         source = _Symbols(self._layer_shapes_of(X.shape))
         layers = [LayerForward(r, source, forward.fused) for r in special]
         with ExitStack() as stack:
