@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 from . import metrics
 from ._checks import as_array, check_class_labels, check_int
-from .core.likelihood import num_classes
+from .core.likelihood import likelihood_of
 from .prediction import check_posterior, checked_inputs, error_rate, predict_proba, uncertainty
 
 __all__ = ["Evaluation", "evaluate_model", "PREDICTIVES"]
@@ -90,7 +90,12 @@ def evaluate_model(net, posterior, X, y, model="bbb", samples=100, X_ood=None, b
     if y.shape != (len(X),):
         raise ValueError(f"the labels y must have shape ({len(X)},), one per example of X, "
                          f"got {y.shape}")
-    check_class_labels(y, num_classes(likelihood, out.shape[-1]), "the labels y")
+    likelihood = likelihood_of(likelihood)
+    if not likelihood.classifies:
+        raise ValueError(f"evaluate_network reports a classifier (error rates, calibration), "
+                         f"so it takes likelihood='softmax' or 'bernoulli', got "
+                         f"{likelihood.name!r}")
+    check_class_labels(y, likelihood.num_classes(out.shape[-1]), "the labels y")
 
     def predictive(inputs):
         return uncertainty(net, posterior, inputs, samples, ctx=ctx, likelihood=likelihood,

@@ -17,7 +17,7 @@ from mxnet import autograd
 
 from ._checks import as_array, check_int, check_network_takes, renamed_keywords
 from ._kernels.threads import predict_threads, using_threads
-from .core.likelihood import likelihood_kind
+from .core.likelihood import likelihood_of
 from .core.posterior import Posterior
 from .core.sampling import use_means, use_weights
 from .entropies import class_std, entropy, expected_entropy, mutual_information, predictive_entropy
@@ -28,7 +28,6 @@ from .predictive_paths import (
     draw_weights,
     input_batches,
     mc_mean,
-    output_probs,
 )
 
 __all__ = ["predict_proba", "predict_samples", "error_rate", "PREDICTION_STREAM", "entropy",
@@ -117,7 +116,7 @@ def predict_proba(net, posterior, X, samples=0, batch_size=1000, ctx=None,
     default) on a CPU context.
     """
     check_posterior(posterior, "predict_proba")
-    likelihood = likelihood_kind(likelihood)
+    likelihood = likelihood_of(likelihood)
     check_int(samples, "samples", 0)
     X, ctx, _ = checked_inputs(net, posterior, X, ctx)
     with using_threads(predict_threads(), ctx):
@@ -134,12 +133,12 @@ def _predict_proba(net, posterior, X, samples, batch_size, ctx, likelihood, mc_d
             acc = None
             for _ in range(repeats):
                 with autograd.train_mode() if mc_dropout else autograd.predict_mode():
-                    p = output_probs(net(xb), likelihood)
+                    p = likelihood.predictive(net(xb))
                 acc = p if acc is None else acc + p
             chunks.append(acc / repeats)
     elif samples == 0:
         with use_means(net, posterior, ctx):
-            chunks = [output_probs(net(xb), likelihood) for xb in input_batches(X, batch_size, ctx)]
+            chunks = [likelihood.predictive(net(xb)) for xb in input_batches(X, batch_size, ctx)]
     else:
         chunks = mc_mean(net, posterior, X, samples, batch_size, ctx, likelihood)
     return mx.nd.concat(*chunks, dim=0).asnumpy()
@@ -168,7 +167,7 @@ def predict_samples(net, posterior, X, samples, batch_size=1000, ctx=None,
     if posterior is None:
         raise TypeError("predict_samples draws weight samples, so it needs the Posterior; "
                         "for MC dropout, uncertainty(net, None, X, S, mc_dropout=True)")
-    likelihood = likelihood_kind(likelihood)
+    likelihood = likelihood_of(likelihood)
     check_int(samples, "samples", 1)
     X, ctx, _ = checked_inputs(net, posterior, X, ctx)
     with using_threads(predict_threads(), ctx):
@@ -198,7 +197,7 @@ def _predict_samples(net, posterior, X, samples, batch_size, ctx, likelihood):
     with autograd.pause():
         for _ in range(samples):
             with use_weights(net, posterior, draw_weights(posterior, ctx), ctx):
-                per_sample.append(mx.nd.concat(*[output_probs(net(xb), likelihood)
+                per_sample.append(mx.nd.concat(*[likelihood.predictive(net(xb))
                                                  for xb in batches], dim=0))
     return mx.nd.stack(*per_sample).asnumpy()
 
@@ -218,7 +217,7 @@ def _dropout_samples(net, X, samples, batch_size, ctx, likelihood):
     per_sample = []
     with autograd.pause(), autograd.train_mode():
         for _ in range(samples):
-            per_sample.append(mx.nd.concat(*[output_probs(net(xb), likelihood) for xb in batches],
+            per_sample.append(mx.nd.concat(*[likelihood.predictive(net(xb)) for xb in batches],
                                            dim=0))
     # One transfer to the host for all samples.
     return mx.nd.stack(*per_sample).asnumpy()
@@ -255,10 +254,10 @@ def uncertainty(net, posterior, X, samples, batch_size=1000, ctx=None,
         (``PASS_EXAMPLES``) times S, whatever N is.
     """
     check_posterior(posterior, "uncertainty")
-    likelihood = likelihood_kind(likelihood)
-    if likelihood not in ("softmax", "bernoulli"):
+    likelihood = likelihood_of(likelihood)
+    if not likelihood.classifies:
         raise ValueError(f"uncertainty splits the entropy of class probabilities, so it takes "
-                         f"likelihood='softmax' or 'bernoulli', got {likelihood!r}; for a "
+                         f"likelihood='softmax' or 'bernoulli', got {likelihood.name!r}; for a "
                          f"regression, predict_samples gives the outputs per weight sample")
     check_int(samples, "samples", 1)
     X, ctx, _ = checked_inputs(net, posterior, X, ctx)

@@ -49,24 +49,6 @@ def input_batches(X, batch_size, ctx):
         yield mx.nd.array(X[start:start + batch_size], ctx=ctx, dtype="float32")
 
 
-def output_probs(out, likelihood):
-    if likelihood == "gaussian":  # the network's output is the predictive mean itself
-        return out
-    if likelihood == "bernoulli":
-        p1 = mx.nd.sigmoid(out.reshape(out.shape[:-1] + (1,) if out.ndim == 3 else (-1, 1)))
-        return mx.nd.concat(1 - p1, p1, dim=-1)
-    if likelihood != "softmax":
-        raise ValueError(f"likelihood must be 'softmax', 'bernoulli' or 'gaussian', got "
-                         f"{likelihood!r}")
-    if out.shape[-1] < 2:
-        raise ValueError("class probabilities under likelihood='softmax' need two or more "
-                         "outputs, and this network has one: a regression takes "
-                         "likelihood='gaussian' (predict_samples gives its outputs per "
-                         "sample, their mean and spread), a binary classifier "
-                         "likelihood='bernoulli'")
-    return mx.nd.softmax(out, axis=-1)
-
-
 # Small networks predict every weight sample at once (batched matrix products) instead of
 # one forward pass per sample: for a 2x5 network a pass costs far more in Python and
 # operator dispatch than in arithmetic. Limits on the arrays one chunk of samples needs:
@@ -133,7 +115,7 @@ def batched_probs(plan, posterior, X, samples, batch_size, ctx, likelihood):
         for start in range(0, samples, per_chunk):
             weights = _batched_draws(posterior, min(per_chunk, samples - start), ctx)
             for i, xb in enumerate(batches):
-                out[i].append(output_probs(_batched_outputs(steps, weights, xb), likelihood))
+                out[i].append(likelihood.predictive(_batched_outputs(steps, weights, xb)))
     return [mx.nd.concat(*chunks, dim=0) for chunks in out]
 
 
@@ -232,12 +214,12 @@ def mc_mean(net, posterior, X, samples, batch_size, ctx, likelihood):
                             hidden = mean + std * noise.normal(mean.shape, layer=1000 + i)
                         if first.act is not None and not fused_relu:
                             hidden = first.act(hidden)
-                        p = output_probs(rest(hidden), likelihood)
+                        p = likelihood.predictive(rest(hidden))
                         acc[i] = p if acc[i] is None else acc[i] + p
         else:
             for _ in range(samples):
                 with use_weights(net, posterior, draw_weights(posterior, ctx), ctx):
                     for i, xb in enumerate(batches):
-                        p = output_probs(net(xb), likelihood)
+                        p = likelihood.predictive(net(xb))
                         acc[i] = p if acc[i] is None else acc[i] + p
     return [a / samples for a in acc]

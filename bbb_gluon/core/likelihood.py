@@ -21,10 +21,11 @@ from .._kernels.private import apply_weighting, loss_settings
 from . import ops
 from .priors import HALF_LOG_2PI
 
-__all__ = ["GaussianNLLLoss", "likelihood_loss", "likelihood_kind", "num_classes",
-           "check_labels", "check_label_shape", "check_label_values", "LIKELIHOODS"]
+__all__ = ["GaussianNLLLoss", "Likelihood", "SoftmaxLikelihood", "BernoulliLikelihood",
+           "GaussianLikelihood", "likelihood_of", "likelihood_loss", "likelihood_kind",
+           "num_classes", "check_labels", "check_label_shape", "check_label_values",
+           "LIKELIHOODS"]
 
-LIKELIHOODS = ("softmax", "bernoulli", "gaussian")
 
 
 class GaussianNLLLoss(Loss):
@@ -78,45 +79,150 @@ def _gaussian_nll(F, pred, label, noise_sigma, noise_rho):
     return F.sum(sq, axis=-1) + F.broadcast_mul(dims, F.log(s) + HALF_LOG_2PI)
 
 
+_KINDS = {}
+
+
+class Likelihood:
+    """What a likelihood makes of a network's outputs: one object per kind, found from
+    the Gluon loss the network trains with (:func:`likelihood_of`; a name only at the
+    edges, the command line and ``config.json``). Training, prediction and evaluation ask
+    it instead of switching on a name: how many classes the outputs stand for, whether a
+    number of outputs fits, and the per-example predictive made of the outputs.
+    """
+
+    name = None
+    losses = ()  # the Gluon loss classes that stand for it
+    classifies = True
+    outputs_needed = ""  # what fits(), in words: "=1", " >= 2"
+
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        _KINDS[cls.name] = cls()
+
+    def __repr__(self):
+        return f"{type(self).__name__}()"
+
+    def loss(self, noise_sigma=1.0):
+        """The Gluon loss this likelihood's name stands for."""
+        raise NotImplementedError
+
+    def num_classes(self, outputs):
+        """The classes ``outputs`` outputs per example stand for (one per output, unless
+        the likelihood says otherwise)."""
+        return int(outputs)
+
+    def fits(self, outputs):
+        """Whether a network with ``outputs`` outputs per example can take it."""
+        return True
+
+    def predictive(self, out):
+        """The per-example predictive made of the network's outputs ``out``: class
+        probabilities (last axis), or for real values the outputs themselves (its mean)."""
+        raise NotImplementedError
+
+
+class SoftmaxLikelihood(Likelihood):
+    """Classes, one output (score) each: ``SoftmaxCrossEntropyLoss``."""
+
+    name = "softmax"
+    losses = (SoftmaxCrossEntropyLoss,)
+    outputs_needed = " >= 2"
+
+    def loss(self, noise_sigma=1.0):
+        return SoftmaxCrossEntropyLoss()
+
+    def fits(self, outputs):
+        return outputs >= 2
+
+    def predictive(self, out):
+        if out.shape[-1] < 2:
+            raise ValueError("class probabilities under likelihood='softmax' need two or "
+                             "more outputs, and this network has one: a regression takes "
+                             "likelihood='gaussian' (predict_samples gives its outputs per "
+                             "sample, their mean and spread), a binary classifier "
+                             "likelihood='bernoulli'")
+        return mx.nd.softmax(out, axis=-1)
+
+
+class BernoulliLikelihood(Likelihood):
+    """Two classes from one logit: ``SigmoidBCELoss``."""
+
+    name = "bernoulli"
+    losses = (SigmoidBCELoss,)
+    outputs_needed = "=1"
+
+    def loss(self, noise_sigma=1.0):
+        return SigmoidBCELoss()
+
+    def num_classes(self, outputs):
+        return 2
+
+    def fits(self, outputs):
+        return outputs == 1
+
+    def predictive(self, out):
+        p1 = mx.nd.sigmoid(out.reshape(out.shape[:-1] + (1,) if out.ndim == 3 else (-1, 1)))
+        return mx.nd.concat(1 - p1, p1, dim=-1)
+
+
+class GaussianLikelihood(Likelihood):
+    """Real values, the outputs the mean: :class:`GaussianNLLLoss` (and Gluon's L2, L1 and
+    Huber losses, which make the same of the outputs)."""
+
+    name = "gaussian"
+    losses = (GaussianNLLLoss, L2Loss, L1Loss, HuberLoss)
+    classifies = False
+
+    def loss(self, noise_sigma=1.0):
+        return GaussianNLLLoss(noise_sigma)
+
+    def predictive(self, out):
+        return out
+
+
+LIKELIHOODS = tuple(_KINDS)
+
+
+def likelihood_of(likelihood):
+    """The :class:`Likelihood` of a name ("softmax", "bernoulli", "gaussian"), a Gluon
+    loss, a :class:`BBBLoss` (its likelihood's) or a Likelihood; the one place that tells
+    them apart."""
+    if isinstance(likelihood, Likelihood):
+        return likelihood
+    if isinstance(getattr(likelihood, "likelihood", None), Loss):  # BBBLoss: its likelihood's
+        likelihood = likelihood.likelihood
+    if isinstance(likelihood, str):
+        if likelihood not in _KINDS:
+            raise ValueError(f"unknown likelihood {likelihood!r}; choose one of {LIKELIHOODS} "
+                             "or pass the loss")
+        return _KINDS[likelihood]
+    for kind in _KINDS.values():
+        if isinstance(likelihood, kind.losses):
+            return kind
+    raise ValueError(f"cannot tell what {type(likelihood).__name__} makes of the network's "
+                     "outputs; pass likelihood='softmax', 'bernoulli' or 'gaussian'")
+
+
 def likelihood_loss(name, noise_sigma=1.0):
     """The Gluon loss a likelihood's name stands for (the names ``TrainConfig`` and the
     command line use): "softmax" → ``SoftmaxCrossEntropyLoss``, "bernoulli" →
     ``SigmoidBCELoss``, "gaussian" → :class:`GaussianNLLLoss` (``noise_sigma`` None:
     learned)."""
-    if name == "softmax":
-        return SoftmaxCrossEntropyLoss()
-    if name == "bernoulli":
-        return SigmoidBCELoss()
-    if name == "gaussian":
-        return GaussianNLLLoss(noise_sigma)
-    raise ValueError(f"unknown likelihood {name!r}; choose one of {LIKELIHOODS}")
+    if name not in _KINDS:
+        raise ValueError(f"unknown likelihood {name!r}; choose one of {LIKELIHOODS}")
+    return _KINDS[name].loss(noise_sigma)
 
 
 def likelihood_kind(likelihood):
-    """The kind of output a likelihood makes of a network: "softmax" (class scores),
-    "bernoulli" (one logit) or "gaussian" (real values), for a name, a Gluon loss or a
-    :class:`BBBLoss` (its likelihood's); the one place that tells them apart."""
-    if isinstance(getattr(likelihood, "likelihood", None), Loss):  # BBBLoss: its likelihood's
-        likelihood = likelihood.likelihood
-    if isinstance(likelihood, str):
-        if likelihood not in LIKELIHOODS:
-            raise ValueError(f"unknown likelihood {likelihood!r}; choose one of {LIKELIHOODS} "
-                             "or pass the loss")
-        return likelihood
-    if isinstance(likelihood, SoftmaxCrossEntropyLoss):
-        return "softmax"
-    if isinstance(likelihood, SigmoidBCELoss):
-        return "bernoulli"
-    if isinstance(likelihood, GaussianNLLLoss | L2Loss | L1Loss | HuberLoss):
-        return "gaussian"
-    raise ValueError(f"cannot tell what {type(likelihood).__name__} makes of the network's "
-                     "outputs; pass likelihood='softmax', 'bernoulli' or 'gaussian'")
+    """The name of :func:`likelihood_of`'s answer: "softmax" (class scores), "bernoulli"
+    (one logit) or "gaussian" (real values)."""
+    return likelihood_of(likelihood).name
 
 
 def num_classes(likelihood, outputs):
     """The classes a classifier's ``outputs`` outputs per example stand for: two for one
     Bernoulli logit, else one per output (a name, a Gluon loss or a BBBLoss)."""
-    return 2 if likelihood_kind(likelihood) == "bernoulli" else int(outputs)
+    return likelihood_of(likelihood).num_classes(outputs)
 
 
 def check_labels(likelihood, pred, label, batch_axis=0, values=False):

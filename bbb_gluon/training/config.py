@@ -10,6 +10,7 @@ import numpy as np
 
 from .._checks import check_int, check_positive
 from ..core.estimators import check_estimator
+from ..core.likelihood import LIKELIHOODS, likelihood_of
 from ..core.loss import check_complexity
 from ..core.posterior import check_rho_init
 from ..core.priors import Prior, ScaleMixturePrior, make_prior
@@ -167,7 +168,9 @@ class TrainConfig:
                              f"got {self.hidden!r}")
         if self.activation not in ("relu", "tanh", "sigmoid", "softrelu"):
             raise ValueError(f"unknown activation {self.activation!r}")
-        if self.likelihood not in ("softmax", "bernoulli"):
+        # a name here (config.json, the command line): the object answers from here on
+        likelihood = likelihood_of(self.likelihood) if self.likelihood in LIKELIHOODS else None
+        if likelihood is None or not likelihood.classifies:
             raise ValueError(f"likelihood must be 'softmax' or 'bernoulli' for training, "
                              f"got {self.likelihood!r}")
         for name in ("num_inputs", "num_outputs", "epochs", "batch_size", "samples",
@@ -175,10 +178,9 @@ class TrainConfig:
             positive_int(name)
         positive_int("eval_samples", 0)
         positive_int("seed", 0)
-        if self.likelihood == "bernoulli" and self.num_outputs != 1:
-            raise ValueError("the bernoulli likelihood needs num_outputs=1")
-        if self.likelihood == "softmax" and self.num_outputs < 2:
-            raise ValueError("the softmax likelihood needs num_outputs >= 2")
+        if not likelihood.fits(self.num_outputs):
+            raise ValueError(f"the {likelihood.name} likelihood needs "
+                             f"num_outputs{likelihood.outputs_needed}")
         positive_float("lr")
         positive_float("mu_scale")
         if self.engine not in ("auto", "fused", "reference"):

@@ -10,7 +10,7 @@ from mxnet import gluon
 from mxnet.gluon import nn
 
 from .._checks import check_network_takes
-from ..core.likelihood import num_classes
+from ..core.likelihood import likelihood_of
 from ..core.posterior import Posterior
 from ..core.selection import structural_params
 
@@ -89,4 +89,4 @@ def classes_of(net, X, ctx, likelihood, name):
     """Classes the user's network predicts: its output width (2 for one Bernoulli logit),
     from X's first example; ``ValueError`` naming ``name`` where it cannot take them."""
     out = check_network_takes(net, X, name, ctx)
-    return num_classes(likelihood, out.shape[-1])
+    return likelihood_of(likelihood).num_classes(out.shape[-1])

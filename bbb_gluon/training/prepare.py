@@ -16,7 +16,7 @@ from mxnet import gluon
 
 from .._checks import as_array, check_class_labels
 from .._files import atomic_write_text
-from ..core.likelihood import likelihood_loss, num_classes
+from ..core.likelihood import likelihood_of
 from ..core.loss import BBBLoss
 from ..core.posterior import Posterior, PosteriorMismatchError
 from ..core.step import BBBStep, trainable_params
@@ -181,7 +181,7 @@ def _model(config, net, posterior, loss, ctxs, group, kvstore, num_batches):
                               rho_init=config.rho_init, seed=config.seed)
     if posterior is not None:
         posterior.noise.stream_offset = group.rank * len(ctxs)
-    loss_fn = likelihood_loss(config.likelihood) if loss is None else loss
+    loss_fn = likelihood_of(config.likelihood).loss() if loss is None else loss
     if posterior is None:
         params = net.collect_params()
         if loss is not None:
@@ -268,7 +268,7 @@ def _check_arrays(name, X, y, config, task=None, net=None, ctx=None):
         raise ValueError(f"the {name} inputs hold no examples (shape {X.shape})")
     if not np.isfinite(X).all():
         raise ValueError(f"{name} inputs contain NaN or infinity")
-    classes = num_classes(config.likelihood, config.num_outputs)
+    classes = likelihood_of(config.likelihood).num_classes(config.num_outputs)
     if task is not None:
         classes = classes_of(net, X, ctx, config.likelihood, f"the {name} inputs")
     if task is not None and task[0] == "targets":

@@ -2,11 +2,22 @@
 GaussianNLLLoss, likelihood_loss and the label checks, written when they lived in
 core/loss.py)."""
 
+import mxnet as mx
+import numpy as np
 import pytest
 from mxnet import gluon
 
-from bbb_gluon import BBBLoss, GaussianPrior
-from bbb_gluon.core.likelihood import GaussianNLLLoss, num_classes
+from bbb_gluon import BBBLoss, GaussianPrior, TrainConfig
+from bbb_gluon.core.likelihood import (
+    LIKELIHOODS,
+    BernoulliLikelihood,
+    GaussianLikelihood,
+    GaussianNLLLoss,
+    SoftmaxLikelihood,
+    likelihood_kind,
+    likelihood_of,
+    num_classes,
+)
 
 
 @pytest.mark.parametrize("likelihood, outputs, classes", [
@@ -25,3 +36,52 @@ def test_num_classes_refuses_what_it_cannot_tell():
         num_classes("poisson", 3)
     assert num_classes(GaussianNLLLoss(1.0), 2) == 2  # regression: one per output
     assert num_classes("gaussian", 1) == 1
+
+
+@pytest.mark.parametrize("given, kind", [
+    ("softmax", SoftmaxLikelihood), (gluon.loss.SoftmaxCrossEntropyLoss(), SoftmaxLikelihood),
+    ("bernoulli", BernoulliLikelihood), (gluon.loss.SigmoidBCELoss(), BernoulliLikelihood),
+    ("gaussian", GaussianLikelihood), (GaussianNLLLoss(None), GaussianLikelihood),
+    (gluon.loss.L2Loss(), GaussianLikelihood), (gluon.loss.HuberLoss(), GaussianLikelihood),
+    (BBBLoss(GaussianPrior(), gluon.loss.SigmoidBCELoss(), num_batches=1), BernoulliLikelihood),
+    (likelihood_of("bernoulli"), BernoulliLikelihood),
+])
+def test_a_likelihood_is_one_object_found_from_its_loss_or_name(given, kind):
+    found = likelihood_of(given)
+    assert isinstance(found, kind) and found is likelihood_of(found.name)
+    assert likelihood_kind(given) == found.name
+    assert isinstance(found.loss(), kind.losses)  # its name stands for one of its losses
+    assert LIKELIHOODS == ("softmax", "bernoulli", "gaussian")
+
+
+def test_an_unknown_likelihood_is_refused_by_name_and_by_loss():
+    with pytest.raises(ValueError, match="unknown likelihood 'poisson'"):
+        likelihood_of("poisson")
+    with pytest.raises(ValueError, match="cannot tell what PoissonNLLLoss makes"):
+        likelihood_of(gluon.loss.PoissonNLLLoss())
+
+
+def test_each_likelihood_makes_its_predictive_of_the_outputs():
+    out = mx.nd.array(np.random.default_rng(0).normal(size=(4, 3)))
+    probs = likelihood_of("softmax").predictive(out).asnumpy()
+    e = np.exp(out.asnumpy() - out.asnumpy().max(axis=1, keepdims=True))
+    np.testing.assert_allclose(probs, e / e.sum(axis=1, keepdims=True), rtol=1e-6)
+    logit = out[:, :1]
+    two = likelihood_of("bernoulli").predictive(logit).asnumpy()
+    p1 = 1 / (1 + np.exp(-logit.asnumpy()[:, 0]))
+    np.testing.assert_allclose(two, np.stack([1 - p1, p1], axis=1), rtol=1e-6)
+    per_sample = mx.nd.array(np.random.default_rng(1).normal(size=(2, 4, 1)))  # (S, N, 1)
+    assert likelihood_of("bernoulli").predictive(per_sample).shape == (2, 4, 2)
+    assert likelihood_of("gaussian").predictive(out) is out  # the mean itself
+    with pytest.raises(ValueError, match="need two or more outputs"):
+        likelihood_of("softmax").predictive(logit)
+
+
+@pytest.mark.parametrize("name, fits, refused", [("softmax", 2, 1), ("bernoulli", 1, 2)])
+def test_the_training_configuration_asks_the_likelihood_what_fits(name, fits, refused):
+    assert likelihood_of(name).fits(fits) and not likelihood_of(name).fits(refused)
+    TrainConfig(likelihood=name, num_outputs=fits)
+    with pytest.raises(ValueError, match=f"the {name} likelihood needs num_outputs"):
+        TrainConfig(likelihood=name, num_outputs=refused)
+    with pytest.raises(ValueError, match="'softmax' or 'bernoulli' for training"):
+        TrainConfig(likelihood="gaussian", num_outputs=1)
