@@ -200,8 +200,9 @@ def _bandit_prior(prior):
         raise ValueError(f"prior must be a bbb_gluon Prior such as GaussianPrior(1.0), got "
                          f"{prior!r}")
     if type(prior) not in BANDIT_PRIORS:
+        names = " or ".join(f"{k.kind!r} ({k.__name__})" for k in BANDIT_PRIORS)
         raise ValueError(f"the bandit's kernels have no code for the prior {prior!r}: use "
-                         "a ScaleMixturePrior or a GaussianPrior")
+                         f"{names}")
     for name, value in prior.to_dict().items():
         if name != "kind" and value > _FLOAT32_SQRT_MAX:  # the kernels compute in float32
             raise ValueError(f"the prior's {name} must be at most {_FLOAT32_SQRT_MAX:.3g}, "

@@ -13,7 +13,7 @@ from mxnet import autograd
 
 from bbb_gluon import bandit, data
 from bbb_gluon.bandit import engine
-from bbb_gluon.core.priors import GaussianPrior, ScaleMixturePrior
+from bbb_gluon.core.priors import GaussianPrior, LaplacePrior, ScaleMixturePrior
 
 
 @pytest.fixture(scope="module")
@@ -738,3 +738,10 @@ def test_a_corrupt_config_is_reported_and_kept(env, kernels, tmp_path):
     with pytest.raises(bandit.BanditCheckpointError, match="config.json is not"):
         bandit.run_bandit(None, env, out=tmp_path, resume=True, progress=False)
     assert (tmp_path / "config.json").read_text() == "{not json"
+
+
+def test_a_prior_the_bandits_kernels_lack_is_refused_naming_the_ones_to_use():
+    with pytest.raises(ValueError, match=r"no code for the prior LaplacePrior.*use "
+                                         r"'scale_mixture' \(ScaleMixturePrior\) or "
+                                         r"'gaussian' \(GaussianPrior\)"):
+        bandit.BanditConfig(prior=LaplacePrior(1.0))
