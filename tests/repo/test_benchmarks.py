@@ -120,6 +120,16 @@ def test_small_facts_benchmark_runs():
     assert "nd.sum / ops.total" in done.stdout and "folder names" in done.stdout
 
 
+@pytest.mark.parametrize("net", ["mlp", "lenet"])
+def test_the_estimators_per_step_benchmark_runs_in_tiny_mode(net):
+    done = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "bench_estimator_steps.py"),
+                           "--tiny", "--net", net], capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "cpu: " in done.stdout and f"net {net}," in done.stdout
+    assert "local: " in done.stdout and "flipout: " in done.stdout
+    assert "x the shared sample" in done.stdout
+
+
 def test_estimators_benchmark_runs_in_tiny_mode(tmp_path):
     out = tmp_path / "estimators.json"
     done = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "bench_estimators.py"),
