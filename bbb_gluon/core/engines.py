@@ -13,7 +13,7 @@ from .._kernels import trainer as _trainer
 from .._kernels.fused import load, unavailable_reason
 from . import ops
 from .estimator_forward import EstimatorForward, sample_noise
-from .estimators import key_modes
+from .estimators import key_estimators
 from .guard import all_float32, batch_guard, first_not_finite, fused_guard, zero_nonfinite
 
 __all__ = ["FusedBBBStep", "reference_step", "forward_with", "first_not_finite", "prior_attrs"]
@@ -131,7 +131,8 @@ class FusedBBBStep:
         self._buffers = {}
         self._update = None  # the fused update's plan, decided at the first step
         # Per key: 0 shared sample, 1 Flipout, 2 local reparameterisation (bbb_draw's aux)
-        self.modes = key_modes(rules, len(posterior.keys))
+        self.estimators = key_estimators(rules, len(posterior.keys))
+        self.modes = [e.mode for e in self.estimators]
         self._aux_list = ",".join(map(str, self.modes))  # the *_layers kernels' aux
 
     def _grad_buffers(self, ctx):
@@ -197,10 +198,8 @@ class FusedBBBStep:
         noise, extra = given if isinstance(given, tuple) else (given, None)
         noise = [e.as_in_context(ctx) for e in noise]
         ws = [mx.nd.bbb_sample(m, r, e) for m, r, e in zip(mus, rhos, noise, strict=True)]
-        aux = []
-        for r, e, mode in zip(rhos, noise, self.modes, strict=True):
-            sigma = ops.softplus(r)
-            aux.append(None if mode == 0 else sigma * e if mode == 1 else sigma * sigma)
+        aux = [None if est.mode == 0 else est.aux(ops.softplus(r), e)
+               for r, e, est in zip(rhos, noise, self.estimators, strict=True)]
         return noise, ws, aux, extra
 
     def _update_plan(self):

@@ -347,17 +347,22 @@ def aux_arrays(rules, sample):
     return out
 
 
-def key_modes(rules, num_keys):
-    """Per posterior key, its estimator's :attr:`~Estimator.mode`: 0 where its layer
-    takes the shared sample, 1 under Flipout, 2 under the local reparameterisation (the
-    fused kernels' ``aux``)."""
-    modes = [None] * num_keys
+def key_estimators(rules, num_keys):
+    """Per posterior key, the :class:`Estimator` its layers run (the shared sample for a
+    key no layer covers); ``ValueError`` where a key's layers were given two."""
+    found = [None] * num_keys
     for r in rules:
         for i in (r.weight, r.bias):
             if i is None:
                 continue
-            mode = r.estimator.mode
-            if modes[i] not in (None, mode):  # plan() gives a key's layers one rule
+            if found[i] not in (None, r.estimator):  # plan() gives a key's layers one rule
                 raise ValueError(f"posterior key {i} is given two estimators")
-            modes[i] = mode
-    return [0 if m is None else m for m in modes]
+            found[i] = r.estimator
+    return [_KINDS["reparam"] if e is None else e for e in found]
+
+
+def key_modes(rules, num_keys):
+    """Per posterior key, its estimator's :attr:`~Estimator.mode`: 0 where its layer
+    takes the shared sample, 1 under Flipout, 2 under the local reparameterisation (the
+    fused kernels' ``aux``)."""
+    return [e.mode for e in key_estimators(rules, num_keys)]
