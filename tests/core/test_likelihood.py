@@ -1,11 +1,12 @@
-"""Tests for bbb_gluon.core.likelihood beyond those in test_loss.py (which also covers
-GaussianNLLLoss, likelihood_loss and the label checks, written when they lived in
-core/loss.py)."""
+"""Tests for bbb_gluon.core.likelihood (the label checks, written when they lived in
+core/loss.py, are tested through BBBLoss in test_loss.py)."""
+
+import math
 
 import mxnet as mx
 import numpy as np
 import pytest
-from mxnet import gluon
+from mxnet import autograd, gluon
 
 from bbb_gluon import BBBLoss, GaussianPrior, TrainConfig
 from bbb_gluon.core.likelihood import (
@@ -15,6 +16,7 @@ from bbb_gluon.core.likelihood import (
     GaussianNLLLoss,
     SoftmaxLikelihood,
     likelihood_kind,
+    likelihood_loss,
     likelihood_of,
     num_classes,
 )
@@ -85,3 +87,52 @@ def test_the_training_configuration_asks_the_likelihood_what_fits(name, fits, re
         TrainConfig(likelihood=name, num_outputs=refused)
     with pytest.raises(ValueError, match="'softmax' or 'bernoulli' for training"):
         TrainConfig(likelihood="gaussian", num_outputs=1)
+
+
+@pytest.mark.parametrize("name, kind", [
+    ("softmax", gluon.loss.SoftmaxCrossEntropyLoss),
+    ("bernoulli", gluon.loss.SigmoidBCELoss),
+    ("gaussian", GaussianNLLLoss),
+])
+def test_likelihood_loss_maps_the_names(name, kind):
+    loss = likelihood_loss(name, 0.3)
+    assert type(loss) is kind
+    assert BBBLoss(GaussianPrior(), loss, weighting=1.0).likelihood is loss
+    if name == "gaussian":
+        assert loss.noise_sigma == 0.3 and loss.sigma() == 0.3
+        assert not list(loss.collect_params().values())
+        assert likelihood_loss("gaussian", None).noise_sigma is None
+
+
+@pytest.mark.parametrize("args, match", [
+    (("poisson",), "likelihood"),
+    (("gaussian", 0.0), "noise_sigma"),
+    (("gaussian", -1.0), "noise_sigma"),
+    (("gaussian", float("inf")), "noise_sigma"),
+])
+def test_likelihood_loss_errors(args, match):
+    with pytest.raises(ValueError, match=match):
+        likelihood_loss(*args)
+
+
+@pytest.mark.parametrize("noise_sigma", [None, 0.3])
+def test_gaussian_nll_loss_matches_float64(noise_sigma):
+    from bbb_gluon.core.likelihood import GaussianNLLLoss
+
+    rng = np.random.default_rng(0)
+    pred, label = rng.normal(size=(6, 2)), rng.normal(size=(6, 2))
+    loss = GaussianNLLLoss(noise_sigma)
+    loss.initialize()
+    s = 1.0 if noise_sigma is None else noise_sigma
+    expected = ((label - pred) ** 2).sum(axis=1) / (2 * s**2) + 2 * (math.log(s)
+                                                                      + 0.5 * math.log(2 * math.pi))
+    got = loss(mx.nd.array(pred), mx.nd.array(label)).asnumpy()
+    np.testing.assert_allclose(got, expected, rtol=1e-5)
+    assert loss.sigma() == pytest.approx(s, rel=1e-5)
+    if noise_sigma is None:  # the noise scale gets a gradient
+        with autograd.record():
+            value = loss(mx.nd.array(pred), mx.nd.array(label)).sum()
+        value.backward()
+        assert loss.noise_rho.grad().asscalar() != 0
+    with pytest.raises(ValueError, match="noise_sigma"):
+        GaussianNLLLoss(0.0)

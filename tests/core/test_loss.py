@@ -753,32 +753,6 @@ def test_the_old_posterior_argument_is_refused(small):
         BBBLoss(small[0], GaussianPrior(), weighting=1.0)
 
 
-@pytest.mark.parametrize("name, kind", [
-    ("softmax", gluon.loss.SoftmaxCrossEntropyLoss),
-    ("bernoulli", gluon.loss.SigmoidBCELoss),
-    ("gaussian", GaussianNLLLoss),
-])
-def test_likelihood_loss_maps_the_names(name, kind):
-    loss = likelihood_loss(name, 0.3)
-    assert type(loss) is kind
-    assert BBBLoss(GaussianPrior(), loss, weighting=1.0).likelihood is loss
-    if name == "gaussian":
-        assert loss.noise_sigma == 0.3 and loss.sigma() == 0.3
-        assert not list(loss.collect_params().values())
-        assert likelihood_loss("gaussian", None).noise_sigma is None
-
-
-@pytest.mark.parametrize("args, match", [
-    (("poisson",), "likelihood"),
-    (("gaussian", 0.0), "noise_sigma"),
-    (("gaussian", -1.0), "noise_sigma"),
-    (("gaussian", float("inf")), "noise_sigma"),
-])
-def test_likelihood_loss_errors(args, match):
-    with pytest.raises(ValueError, match=match):
-        likelihood_loss(*args)
-
-
 def test_default_likelihood_is_sparse_softmax_cross_entropy(small):
     post, s, out = small
     loss = BBBLoss(GaussianPrior(), weighting=1.0)
@@ -967,29 +941,6 @@ def test_two_moons_training_reaches_high_accuracy(prior, complexity):
         acc = (net(X).argmax(axis=1) == Y).mean().asscalar()
     # a linear classifier gets about 0.88 on this data; 8 runs with other seeds got 0.97-1.0
     assert acc >= 0.93, (acc0, acc)
-
-
-@pytest.mark.parametrize("noise_sigma", [None, 0.3])
-def test_gaussian_nll_loss_matches_float64(noise_sigma):
-    from bbb_gluon.core.likelihood import GaussianNLLLoss
-
-    rng = np.random.default_rng(0)
-    pred, label = rng.normal(size=(6, 2)), rng.normal(size=(6, 2))
-    loss = GaussianNLLLoss(noise_sigma)
-    loss.initialize()
-    s = 1.0 if noise_sigma is None else noise_sigma
-    expected = ((label - pred) ** 2).sum(axis=1) / (2 * s**2) + 2 * (math.log(s)
-                                                                      + 0.5 * math.log(2 * math.pi))
-    got = loss(mx.nd.array(pred), mx.nd.array(label)).asnumpy()
-    np.testing.assert_allclose(got, expected, rtol=1e-5)
-    assert loss.sigma() == pytest.approx(s, rel=1e-5)
-    if noise_sigma is None:  # the noise scale gets a gradient
-        with autograd.record():
-            value = loss(mx.nd.array(pred), mx.nd.array(label)).sum()
-        value.backward()
-        assert loss.noise_rho.grad().asscalar() != 0
-    with pytest.raises(ValueError, match="noise_sigma"):
-        GaussianNLLLoss(0.0)
 
 
 def test_combine_refuses_a_batch_smaller_than_its_slice(small):
