@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 
 import mxnet as mx
 import numpy as np
-from mxnet import autograd, gluon
+from mxnet import gluon
 from tqdm.auto import tqdm
 
 from .._kernels.threads import per_context, predict_threads, train_threads, using_threads
@@ -152,8 +152,9 @@ def fit(config, train, valid=None, run_dir=None, ctx=None, resume=False, progres
     Notes
     -----
     ``fit`` draws everything from NumPy generators keyed by ``config.seed`` and leaves
-    MXNet's global random state alone, except for the dropout baseline: its masks come
-    from MXNet's generator, seeded per batch so that a resumed run draws the same ones.
+    MXNet's global random state alone, except where the network has Dropout layers (the
+    dropout baseline, or a network of your own): their masks come from MXNet's generator,
+    seeded per batch so that a resumed run draws the same ones.
 
     Returns
     -------
@@ -166,7 +167,7 @@ def fit(config, train, valid=None, run_dir=None, ctx=None, resume=False, progres
     lines = lines and run.group.rank == 0  # the others have no errors to show
     if resume and lines:
         say_resume(run.run_dir, config.epochs, done, run.num_batches)
-    if lines and run.step is not None and config.estimator != "reparam":
+    if lines and config.estimator != "reparam":
         say_estimators(run.step)
     run.group.prepare(run.trainers)
     if run.writer:
@@ -287,14 +288,11 @@ def _train_batch(run, xb, yb, epoch, i, report):
     if group.distributed:
         here = group.shard(n)
         xb, yb = xb[here.start:here.stop], yb[here.start:here.stop]
-    if config.model == "dropout":
-        # mx.random's state cannot be saved; a seed per batch makes the masks a function
-        # of the position, so resuming reproduces them.
+    if run.masks:
+        # Dropout layers draw from mx.random, whose state cannot be saved; a seed per batch
+        # makes the masks a function of the position, so resuming reproduces them.
         mx.random.seed(_batch_seed(config.seed, epoch, i,
                                    group.rank if group.distributed else None))
-    if run.step is None:
-        return _plain_step(run.net, run.loss_fn, run.trainers[0], xb, yb, run.ctxs,
-                           config.step_size(n)), None
     # The complexity cost's value is only for reports: on the fused engine it is computed
     # on the first batch and every log_every-th (its gradient on every batch).
     costs = run.step(xb, yb, i, want_complexity=report or i == 0, batch_size=n)
@@ -393,20 +391,3 @@ def _restore_best(run, done, best_arrays):
 def _batch_seed(seed, epoch, batch, rank=None):
     key = [seed, epoch, batch] + ([] if rank is None else [rank])
     return int(np.random.SeedSequence(key).generate_state(1)[0] % (2**31))
-
-
-def _gather(values, ctx):
-    total = values[0].as_in_context(ctx)
-    for v in values[1:]:
-        total = total + v.as_in_context(ctx)
-    return total.reshape((1,))
-
-
-def _plain_step(net, loss_fn, trainer, X, y, ctxs, step_size):
-    Xs = gluon.utils.split_and_load(X, ctxs, even_split=False)
-    ys = gluon.utils.split_and_load(y, ctxs, even_split=False)
-    with autograd.record():
-        losses = [loss_fn(net(xb), yb) for xb, yb in zip(Xs, ys, strict=True)]
-    autograd.backward(losses)
-    trainer.step(step_size)
-    return _gather([l.sum() for l in losses], ctxs[0])

@@ -22,6 +22,7 @@ from ..core.posterior import Posterior, PosteriorMismatchError
 from ..core.step import BBBStep, trainable_params
 from ..data import ArrayLoader
 from ..distributed import WorkerGroup
+from .baselines import PlainStep
 from .checkpoint import (
     CHECKPOINT_FORMAT,
     CheckpointError,
@@ -46,7 +47,7 @@ class _Run:
     posterior: Posterior | None
     loss: gluon.loss.Loss | None  # the user's own loss (None: the configured likelihood)
     loss_fn: gluon.loss.Loss
-    step: BBBStep | None  # None for the plain and dropout baselines
+    step: BBBStep | PlainStep  # PlainStep for the plain and dropout baselines
     trainers: list  # one Trainer over everything the run trains
     group: WorkerGroup
     ctxs: list
@@ -60,6 +61,7 @@ class _Run:
     best_path: str | None
     setup: dict  # engine, contexts, network, workers: checked again on resume
     record: dict  # the configuration as the run folder holds it: what applies to the run
+    masks: bool = False  # the network has Dropout layers: mx.random seeded per batch
 
     @property
     def writer(self):
@@ -128,13 +130,20 @@ def prepare(config, train, valid, test, run_dir, ctx, resume, net, posterior, lo
                            own_posterior=posterior is not None)
     net, posterior, loss_fn, step, trainers, pi_sum = _model(
         config, net, posterior, loss, ctxs, group, kvstore, num_batches)
-    setup = {"engine": step.engine if step is not None else "plain",
+    setup = {"engine": step.engine,
              "contexts": [str(c) for c in ctxs],
              "network": "mlp" if task is None else "user",
              "workers": group.num_workers}
     return _Run(config, net, posterior, loss, loss_fn, step, trainers, group, ctxs,
                 epoch_batches, num_batches, pi_sum, valid, test, run_dir, latest_path,
-                best_path, setup, record)
+                best_path, setup, record, masks=_draws_masks(net))
+
+
+def _draws_masks(net):
+    """Whether the network has Dropout layers (they draw from MXNet's generator)."""
+    found = []
+    net.apply(lambda b: found.append(b) if isinstance(b, gluon.nn.Dropout) else None)
+    return bool(found)
 
 
 def _batches(train, config, ctx):
@@ -186,8 +195,9 @@ def _model(config, net, posterior, loss, ctxs, group, kvstore, num_batches):
         params = net.collect_params()
         if loss is not None:
             params.update(loss.collect_params())
-        return net, None, loss_fn, None, [_make_trainer(config, params, ctxs, group,
-                                                        kvstore)], 0.0
+        trainer = _make_trainer(config, params, ctxs, group, kvstore)
+        return net, None, loss_fn, PlainStep(net, loss_fn, trainer, ctxs,
+                                             config.loss_reduction), [trainer], 0.0
     for param in posterior.rho_parameters:
         param.lr_mult = config.rho_lr_mult
     bbb_loss = BBBLoss(config.prior, loss_fn, complexity=config.complexity,
