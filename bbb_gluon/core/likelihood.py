@@ -1,6 +1,7 @@
-"""The likelihood, the data term of the cost: the Gluon loss a likelihood's name stands
-for, :class:`GaussianNLLLoss` for real-valued targets (its noise scale fixed or learned),
-what kind of output a likelihood makes of a network, and which labels it takes.
+"""The likelihood, the data term of the cost: one :class:`Likelihood` object per kind
+(what it makes of a network's outputs, found from the Gluon loss by
+:func:`likelihood_of`), :class:`GaussianNLLLoss` for real-valued targets (its noise scale
+fixed or learned), and the checks of the labels a loss takes.
 """
 
 import math
