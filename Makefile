@@ -21,7 +21,7 @@ SHARED ?= ../shared
 # docs/development.md, "GPUs"). Change it with a fresh .venv: `make clean setup MXNET_BUILD=cu112`.
 MXNET_BUILD ?= cpu
 FASHION ?= /usr/share/datasets/fashion-mnist
-# Offline datasets: a folder with mnist/, fashion-mnist/ and mushroom/, assembled from symlinks
+# Offline datasets: a folder with mnist/, fashion-mnist/, mushroom/ and uci/, assembled from symlinks
 # (see docs/data.md). An exported BBB_GLUON_DATA wins.
 export BBB_GLUON_DATA ?= $(CURDIR)/.data
 
@@ -61,6 +61,7 @@ data:
 	  if [ -d $(SHARED)/data/mnist ] && [ ! -e .data/mnist ]; then ln -s $(abspath $(SHARED))/data/mnist .data/mnist; fi; \
 	  if [ -d $(FASHION) ] && [ ! -e .data/fashion-mnist ]; then ln -s $(FASHION) .data/fashion-mnist; fi; \
 	  if [ -d $(SHARED)/data/mushroom ] && [ ! -e .data/mushroom ]; then ln -s $(abspath $(SHARED))/data/mushroom .data/mushroom; fi; \
+	  if [ -d $(SHARED)/data/uci ] && [ ! -e .data/uci ]; then ln -s $(abspath $(SHARED))/data/uci .data/uci; fi; \
 	fi
 
 demo: $(VENV)/.core-installed

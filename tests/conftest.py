@@ -62,6 +62,18 @@ def mushroom_root():
     return root
 
 
+@pytest.fixture(scope="session")
+def uci_root():
+    """The data folder holding uci/; skip (or fail in CI) when it is missing."""
+    root = _data_root()
+    if root is None or not (root / "uci" / "bostonHousing" / "data.txt").is_file():
+        msg = "the UCI regression data not found: link ../shared/data/uci (make data)"
+        if os.environ.get("BBB_GLUON_REQUIRE_DATA"):
+            pytest.fail(msg)
+        pytest.skip(msg)
+    return root
+
+
 @pytest.fixture(scope="module")
 def fused_kernels():
     """The compiled kernels; skip (or fail in CI) when they cannot be built here."""

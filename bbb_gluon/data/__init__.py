@@ -10,6 +10,8 @@ toy problems, read offline with clear errors.
   (``loader``);
 * ``load_mushroom`` reads the UCI Mushroom data set for the contextual bandit of
   ``bbb_gluon.bandit`` (``mushroom``);
+* ``load_uci(name, split)`` reads one standard train/test split of a UCI regression
+  dataset, standardised with its training rows' statistics (``uci``);
 * ``two_moons`` and ``regression_curve`` generate the small synthetic problems of the
   tutorials (``toy``);
 * ``require_datasets(name, ...)`` stops a notebook or script at once, with one message
@@ -17,7 +19,7 @@ toy problems, read offline with clear errors.
 
 The data folder is the ``root`` argument, else the environment variable ``BBB_GLUON_DATA``
 (``folder``). It must hold one subfolder per dataset (``mnist/``, ``fashion-mnist/``,
-``mushroom/``). Only when neither is set does the image loader fall back to MXNet's own
+``mushroom/``, ``uci/``). Only when neither is set does the image loader fall back to MXNet's own
 download into ``$MXNET_HOME/datasets/<name>``.
 """
 
@@ -28,6 +30,7 @@ from .mushroom import MUSHROOM_FILE, Mushrooms, load_mushroom
 from .require import require_datasets
 from .splits import PixelTransform, Splits, load_dataset
 from .toy import regression_curve, two_moons
+from .uci import UCI_DATASETS, UCISplit, load_uci
 
 __all__ = [
     "DATASETS",
@@ -48,4 +51,7 @@ __all__ = [
     "regression_curve",
     "require_datasets",
     "two_moons",
+    "UCI_DATASETS",
+    "UCISplit",
+    "load_uci",
 ]
