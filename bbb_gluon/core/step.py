@@ -144,6 +144,11 @@ class BBBStep:
         ``{layer name: "reparam" | "local" | "flipout"}`` for every layer with a
         posterior; ``rules`` has the details (and why a layer runs another estimator
         than the one asked for).
+    forward : EstimatorForward
+        The network's forward under the estimator, set up here once: under "local" or
+        "flipout" one traced graph per shape of examples
+        (:class:`~bbb_gluon.core.estimator_forward.EstimatorForward`; ``forward.traced``
+        says whether the last call ran it).
     """
 
     # Nine parameters: Pyro's four (net, posterior, loss, trainer), then keyword-only
