@@ -79,3 +79,14 @@ def test_a_changed_or_incomplete_folder_is_refused(uci_root, tmp_path):
         f.write("0 0 0 0 0 0 0\n")
     with pytest.raises(DataFileError, match="not the benchmark's file"):
         load_uci("yacht", 1, root=tmp_path)
+
+
+def test_require_datasets_checks_the_uci_folders(uci_root, tmp_path):
+    from bbb_gluon.data import require_datasets
+
+    assert require_datasets("uci", root=uci_root) == uci_root
+    shutil.copytree(uci_root / "uci", tmp_path / "uci")
+    (tmp_path / "uci" / "yacht" / "data.txt").unlink()
+    with pytest.raises(DatasetNotFoundError, match=r"'uci': .* lacks yacht/data.txt\. .*"
+                                                   r"make data` links \.\./shared/data/uci"):
+        require_datasets("uci", root=tmp_path)
