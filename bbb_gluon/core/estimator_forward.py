@@ -13,6 +13,7 @@ be traced (a plain ``Block`` with Python control flow, several outputs) runs as
 the block a plain ``net(X)`` runs the layers under their rules.
 """
 
+import math
 from contextlib import ExitStack, contextmanager
 
 import mxnet as mx
@@ -105,10 +106,7 @@ class LayerForward:
     def flat_shape(self, x_shape):
         """The input's shape as the layer's operator sees it (Dense flattens)."""
         if self.flatten:
-            size = 1
-            for d in x_shape[1:]:
-                size *= d
-            return (x_shape[0], size)
+            return (x_shape[0], math.prod(x_shape[1:]))
         return tuple(x_shape)
 
     def sign_shapes(self, x_shape, out_shape):

@@ -11,6 +11,7 @@ own indices and standardises inputs and targets with the training rows' statisti
 from __future__ import annotations
 
 import hashlib
+import io
 import math
 import os
 from dataclasses import dataclass
@@ -159,12 +160,12 @@ def load_uci(name, split=0, root: str | os.PathLike | None = None) -> UCISplit:
         raise DatasetNotFoundError(f"Dataset 'uci/{folder}' is incomplete: {path} lacks "
                                    f"{', '.join(missing)}. {UCI_HINT}")
     raw = (path / "data.txt").read_bytes()
-    if hashlib.sha256(raw).hexdigest()[:16] != digest:
+    found = hashlib.sha256(raw).hexdigest()[:16]
+    if found != digest:
         raise DataFileError(f"{path / 'data.txt'}: not the benchmark's file (SHA-256 "
-                            f"{hashlib.sha256(raw).hexdigest()[:16]}..., expected "
-                            f"{digest}...); results on it would not compare with the "
-                            "published ones")
-    data = np.loadtxt(path / "data.txt", dtype=np.float64, ndmin=2)
+                            f"{found}..., expected {digest}...); results on it would not "
+                            "compare with the published ones")
+    data = np.loadtxt(io.BytesIO(raw), dtype=np.float64, ndmin=2)  # the bytes hashed
     features = _read_ints(path / "index_features.txt", "column numbers")
     target = _read_ints(path / "index_target.txt", "column numbers")
     train = _read_ints(path / f"index_train_{split}.txt", "row numbers")
