@@ -1,4 +1,5 @@
-r"""How good predicted probabilities are: NLL, Brier score, calibration, and OOD detection.
+r"""How good predicted probabilities are: NLL, Brier score, calibration, and OOD detection;
+for regression, the scores of a Monte-Carlo Gaussian predictive (:func:`gaussian_scores`).
 
 Pure NumPy, for any model: give it the class probabilities of a Bayes-by-Backprop
 predictive, of MC dropout, or of a plain softmax (``predict_proba`` returns all three).
@@ -24,12 +25,14 @@ References
    Monthly Weather Review 78, 1950.
 """
 
+import math
+
 import numpy as np
 
 from ._checks import check_int
 
 __all__ = ["nll", "brier_score", "expected_calibration_error", "reliability_data", "auroc",
-           "calibration_summary", "DEFAULT_BINS"]
+           "calibration_summary", "DEFAULT_BINS", "gaussian_scores", "interval_coverage"]
 
 DEFAULT_BINS = 15
 # log(0) for a class given probability 0 (a float32 softmax that underflowed) would make
@@ -206,3 +209,92 @@ def calibration_summary(probs, y, num_bins=DEFAULT_BINS):
     return {"error": float(np.mean(p.argmax(axis=1) != labels)), "nll": nll(p, labels),
             "brier": brier_score(p, labels),
             "ece": expected_calibration_error(p, labels, num_bins), "num_bins": int(num_bins)}
+
+
+_erf = np.vectorize(math.erf, otypes=[np.float64])  # NumPy has none; MXNet's is float32
+
+
+def _gaussian_samples(means, y, noise_sigma):
+    f = np.asarray(means, dtype=np.float64)
+    if f.ndim == 1:
+        f = f[None]
+    if f.ndim != 2:
+        raise ValueError(f"means must be (samples, N) or (N,), got shape {f.shape}")
+    t = np.asarray(y, dtype=np.float64).reshape(-1)
+    if t.shape[0] != f.shape[1]:
+        raise ValueError(f"y must hold one target per column of means: {t.shape[0]} "
+                         f"targets for means of shape {f.shape}")
+    s = np.broadcast_to(np.asarray(noise_sigma, dtype=np.float64), f.shape)
+    if not np.all(s > 0):
+        raise ValueError("noise_sigma must be > 0 everywhere")
+    return f, t, s
+
+
+def _pit(f, t, s):
+    # the predictive mixture's CDF at each target (the probability integral transform)
+    return (0.5 * (1.0 + _erf((t - f) / (s * math.sqrt(2.0))))).mean(axis=0)
+
+
+def interval_coverage(means, y, noise_sigma, levels):
+    """The fraction of targets inside the central interval of each nominal level.
+
+    The predictive is the mixture of ``N(means[s], noise_sigma[s]**2)`` over samples ``s``
+    (one sample: a plain Gaussian). A target lies in its central ``level`` interval when
+    the mixture's CDF at it is within ``(1 - level)/2`` of a half; a calibrated predictive
+    covers a fraction ``level`` of the targets at every level.
+
+    Parameters
+    ----------
+    means : array_like, shape (samples, N) or (N,)
+    y : array_like, shape (N,) or (N, 1)
+    noise_sigma : float or array_like broadcastable to ``means``
+    levels : array_like of float in (0, 1)
+
+    Returns
+    -------
+    numpy.ndarray of float, one coverage per level.
+    """
+    f, t, s = _gaussian_samples(means, y, noise_sigma)
+    distance = np.abs(_pit(f, t, s) - 0.5)
+    return np.array([float(np.mean(distance <= level / 2.0))
+                     for level in np.atleast_1d(np.asarray(levels, dtype=np.float64))])
+
+
+def gaussian_scores(means, y, noise_sigma, scale=1.0, level=0.95):
+    r"""RMSE, log-likelihood and interval coverage of a Monte-Carlo Gaussian predictive.
+
+    With S samples of the network's output :math:`f_s` and noise :math:`\sigma_s`, the
+    predictive is :math:`\frac1S\sum_s \mathcal N(y; f_s, \sigma_s^2)`; the UCI
+    benchmark reports the RMSE of its mean and the average over points of its log density
+    (a log-sum-exp over samples, so no density underflows).
+
+    Parameters
+    ----------
+    means : array_like, shape (samples, N) or (N,)
+        The outputs, on the scale of ``y`` (standardised targets, say).
+    y : array_like, shape (N,) or (N, 1)
+    noise_sigma : float or array_like broadcastable to ``means``
+        The likelihood's standard deviation (one learned scale, or one per output).
+    scale : float, default 1.0
+        ``y``'s standard deviation when ``y`` is standardised: RMSE is multiplied by it
+        and ``log(scale)`` taken from the log-likelihood, so both are on the original
+        scale (a shift of the targets changes neither).
+    level : float, default 0.95
+        The central interval whose coverage is reported.
+
+    Returns
+    -------
+    dict
+        ``"rmse"``, ``"log_likelihood"`` (mean per point), ``"coverage"`` (at ``level``),
+        ``"level"``.
+    """
+    f, t, s = _gaussian_samples(means, y, noise_sigma)
+    if not scale > 0:
+        raise ValueError(f"scale must be > 0, got {scale!r}")
+    log_dens = -0.5 * ((t - f) / s) ** 2 - np.log(s) - 0.5 * math.log(2.0 * math.pi)
+    top = log_dens.max(axis=0)
+    ll = top + np.log(np.exp(log_dens - top).mean(axis=0))
+    rmse = math.sqrt(float(np.mean((f.mean(axis=0) - t) ** 2)))
+    covered = float(np.mean(np.abs(_pit(f, t, s) - 0.5) <= level / 2.0))
+    return {"rmse": rmse * scale, "log_likelihood": float(ll.mean()) - math.log(scale),
+            "coverage": covered, "level": float(level)}

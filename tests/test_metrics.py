@@ -369,3 +369,64 @@ def test_evaluate_latest_checkpoint_writes_its_own_files(tiny_runs, tmp_path, ca
     assert ev_best["checkpoint"] == "best" and ev_best["epoch"] == 1
     assert ev_best["test_error_means"] == pytest.approx(after_one["test_error_means"],
                                                          abs=1e-12)
+
+
+# Two weight samples, two points, noise 1, targets standardised with deviation 2:
+#   sample outputs f = [[0, 1], [2, 1]], targets y = [0, 2]
+#   predictive mean [1, 1], errors [-1, 1]: RMSE 1, times 2 on the original scale
+#   point 0: densities phi(0) and phi(2), so log((phi(0) + phi(2)) / 2)
+#   point 1: phi(1) twice, so log phi(1) = -0.5 - log(2 pi)/2
+#   the original scale divides each density by 2
+#   the mixture CDFs at the targets: (Phi(0) + Phi(-2))/2 = 0.2614 and Phi(1) = 0.8413,
+#   0.239 and 0.341 from a half: both in the central 95%, only the first in the central 50%
+F = np.array([[0.0, 1.0], [2.0, 1.0]])
+Y = np.array([0.0, 2.0])
+
+
+def test_gaussian_scores_by_hand():
+    phi = lambda z: np.exp(-0.5 * z * z) / np.sqrt(2 * np.pi)  # noqa: E731
+    s = metrics.gaussian_scores(F, Y, 1.0, scale=2.0)
+    ll = (np.log((phi(0.0) + phi(2.0)) / 2) + np.log(phi(1.0))) / 2 - np.log(2.0)
+    assert s["rmse"] == pytest.approx(2.0, abs=1e-12)
+    assert s["log_likelihood"] == pytest.approx(ll, abs=1e-12)
+    assert s["coverage"] == 1.0 and s["level"] == 0.95
+    assert metrics.gaussian_scores(F, Y, 1.0, level=0.5)["coverage"] == 0.5
+    np.testing.assert_array_equal(metrics.interval_coverage(F, Y, 1.0, [0.5, 0.95]),
+                                  [0.5, 1.0])
+    # a shift of the targets changes nothing; one sample is a plain Gaussian
+    shifted = metrics.gaussian_scores(F + 7, Y[:, None] + 7, 1.0, scale=2.0)
+    assert shifted["log_likelihood"] == pytest.approx(s["log_likelihood"], abs=1e-12)
+    one = metrics.gaussian_scores(np.array([0.0, 0.0]), [0.0, 0.0], 0.5)
+    assert one["log_likelihood"] == pytest.approx(np.log(phi(0.0) / 0.5))
+
+
+def test_gaussian_scores_far_targets_and_per_sample_noise():
+    # densities that underflow float64 one by one still give a finite log-likelihood
+    far = metrics.gaussian_scores(np.zeros((3, 1)), [100.0], 0.1)
+    assert far["log_likelihood"] == pytest.approx(-0.5 * 1000 ** 2 - np.log(0.1)
+                                                  - 0.5 * np.log(2 * np.pi))
+    # the noise per sample and point broadcasts against the outputs
+    noise = np.array([[1.0], [3.0]])
+    s = metrics.gaussian_scores(np.zeros((2, 1)), [0.0], noise)
+    expected = np.log((1 / 1.0 + 1 / 3.0) / 2 / np.sqrt(2 * np.pi))
+    assert s["log_likelihood"] == pytest.approx(expected)
+
+
+def test_a_calibrated_gaussian_covers_each_level():
+    rng = np.random.default_rng(0)
+    y = rng.normal(size=20000)
+    got = metrics.interval_coverage(np.zeros(20000), y, 1.0, [0.5, 0.8, 0.95])
+    np.testing.assert_allclose(got, [0.5, 0.8, 0.95], atol=0.01)
+    # a predictive twice too narrow covers far less than it claims
+    assert metrics.interval_coverage(np.zeros(20000), y, 0.5, [0.95])[0] < 0.7
+
+
+def test_gaussian_scores_refuse_bad_shapes_and_scales():
+    with pytest.raises(ValueError, match="one target per column"):
+        metrics.gaussian_scores(F, [0.0, 1.0, 2.0], 1.0)
+    with pytest.raises(ValueError, match="noise_sigma must be > 0"):
+        metrics.gaussian_scores(F, Y, [1.0, 0.0])
+    with pytest.raises(ValueError, match="scale must be > 0"):
+        metrics.gaussian_scores(F, Y, 1.0, scale=0.0)
+    with pytest.raises(ValueError, match=r"means must be \(samples, N\)"):
+        metrics.gaussian_scores(np.zeros((1, 2, 1)), Y, 1.0)

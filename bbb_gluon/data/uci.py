@@ -62,6 +62,9 @@ class UCISplit:
         :meth:`log_likelihood_to_original` report on the data's own scale.
     hidden, epochs : int
         The protocol's hidden units and epochs (``n_hidden.txt``, ``n_epochs.txt``).
+    validation : float or None
+        Set when ``X_test``/``y_test`` are validation rows taken from the split's training
+        rows (``load_uci(..., validation=0.2)``), not its test rows.
     """
 
     name: str
@@ -76,6 +79,7 @@ class UCISplit:
     y_std: float
     hidden: int
     epochs: int
+    validation: float | None = None
 
     def to_original(self, y):
         """Standardised targets (or predictions, or their means) on the original scale."""
@@ -87,8 +91,9 @@ class UCISplit:
         return np.asarray(log_likelihood, dtype=np.float64) - math.log(self.y_std)
 
     def __repr__(self):
+        held = "test" if self.validation is None else "validation"
         return (f"UCISplit({self.name!r}, split {self.split}: {len(self.X_train)} train, "
-                f"{len(self.X_test)} test, {self.X_train.shape[1]} features)")
+                f"{len(self.X_test)} {held}, {self.X_train.shape[1]} features)")
 
 
 def _dataset(name):
@@ -123,7 +128,8 @@ def _folder(short, folder, root):
     return path
 
 
-def load_uci(name, split=0, root: str | os.PathLike | None = None) -> UCISplit:
+def load_uci(name, split=0, root: str | os.PathLike | None = None, *,
+             validation: float | None = None) -> UCISplit:
     """Read split ``split`` of a UCI regression dataset from ``<root>/uci/<folder>/``.
 
     Parameters
@@ -137,11 +143,18 @@ def load_uci(name, split=0, root: str | os.PathLike | None = None) -> UCISplit:
         ``index_test_K.txt``.
     root : str or os.PathLike, optional
         The data folder; default ``$BBB_GLUON_DATA``. Nothing is downloaded.
+    validation : float, optional
+        For choosing hyperparameters without the test rows: a fraction in (0, 1) of the
+        split's *training* rows (drawn at random, the same for a given split) becomes
+        ``X_test``/``y_test`` and the rest ``X_train``/``y_train``, standardised by that
+        rest alone. ``validation=0.2`` is the 80/20 partition of the 2018 protocol. The
+        split's test rows are not in it.
 
     Raises
     ------
     ValueError
-        An unknown name or a split out of range, before any file is read.
+        An unknown name, a split out of range or a ``validation`` outside (0, 1), before
+        any file is read.
     DatasetNotFoundError
         No data folder, or it lacks the dataset's folder or one of its files.
     DataFileError
@@ -152,6 +165,11 @@ def load_uci(name, split=0, root: str | os.PathLike | None = None) -> UCISplit:
     if isinstance(split, bool) or not isinstance(split, int | np.integer) or \
             not 0 <= split < splits:
         raise ValueError(f"split must be an int in 0..{splits - 1} for {short}, got {split!r}")
+    if validation is not None and not (isinstance(validation, float | int) and
+                                       not isinstance(validation, bool) and
+                                       0 < validation < 1):
+        raise ValueError(f"validation must be a fraction in (0, 1) such as 0.2, got "
+                         f"{validation!r}")
     path = _folder(short, folder, root)
     needed = ["index_features.txt", "index_target.txt", f"index_train_{split}.txt",
               f"index_test_{split}.txt", "n_hidden.txt", "n_epochs.txt"]
@@ -178,6 +196,12 @@ def load_uci(name, split=0, root: str | os.PathLike | None = None) -> UCISplit:
     if max(train.max(), test.max()) >= rows or np.intersect1d(train, test).size:
         raise DataFileError(f"{path}: split {split}'s rows must be distinct and below {rows}")
     X, y = data[:, features], data[:, target[:1]]
+    if validation is not None:
+        # seeded by the split (and the dataset) so that every run tunes on the same rows
+        rng = np.random.default_rng([split, rows])
+        shuffled = rng.permutation(train)
+        held = max(1, int(round(validation * len(train))))
+        train, test = np.sort(shuffled[held:]), np.sort(shuffled[:held])
     x_mean, x_std = X[train].mean(axis=0), X[train].std(axis=0)
     # A constant column (naval has two) is divided by 1: its float64 deviation is 0 or
     # rounding (2e-13), which would blow rounding up into a feature.
@@ -189,4 +213,4 @@ def load_uci(name, split=0, root: str | os.PathLike | None = None) -> UCISplit:
     return UCISplit(short, int(split), scaled(X[train], x_mean, x_std),
                     scaled(y[train], y_mean, y_std), scaled(X[test], x_mean, x_std),
                     scaled(y[test], y_mean, y_std), x_mean, x_std, y_mean, y_std, hidden,
-                    epochs)
+                    epochs, None if validation is None else float(validation))

@@ -90,3 +90,37 @@ def test_require_datasets_checks_the_uci_folders(uci_root, tmp_path):
     with pytest.raises(DatasetNotFoundError, match=r"'uci': .* lacks yacht/data.txt\. .*"
                                                    r"make data` links \.\./shared/data/uci"):
         require_datasets("uci", root=tmp_path)
+
+
+def test_validation_rows_come_from_the_training_rows_only(uci_root):
+    full = load_uci("boston", 4, root=uci_root)
+    v = load_uci("boston", 4, root=uci_root, validation=0.2)
+    assert v.validation == 0.2 and "validation" in repr(v) and "test" in repr(full)
+    n = len(full.X_train)
+    assert len(v.X_test) == round(0.2 * n) and len(v.X_train) + len(v.X_test) == n
+    # every row of the tuning split is a training row of the split, none a test row
+    def original(s, X, y):
+        return np.hstack([X * s.x_std + s.x_mean, s.to_original(y)])
+
+    def nearest(rows, others):
+        return np.abs(rows[:, None, :] - others[None]).max(axis=2).min(axis=1)
+    train_rows = original(full, full.X_train, full.y_train)
+    test_rows = original(full, full.X_test, full.y_test)
+    for X, y in ((v.X_train, v.y_train), (v.X_test, v.y_test)):
+        rows = original(v, X, y)
+        assert nearest(rows, train_rows).max() < 1e-3
+        assert nearest(rows, test_rows).min() > 1e-3
+    # standardised by the 80% alone; the same rows every time for a split, others for
+    # another split
+    np.testing.assert_allclose(v.X_train.mean(axis=0), 0, atol=1e-5)
+    np.testing.assert_allclose(v.y_train.mean(), 0, atol=1e-5)
+    again = load_uci("boston", 4, root=uci_root, validation=0.2)
+    np.testing.assert_array_equal(again.X_test, v.X_test)
+    other = load_uci("boston", 5, root=uci_root, validation=0.2)
+    assert not np.array_equal(other.y_test, v.y_test)
+
+
+@pytest.mark.parametrize("bad", [0, 1, 1.5, -0.2, True, "0.2"])
+def test_a_bad_validation_fraction_is_refused(tmp_path, bad):
+    with pytest.raises(ValueError, match=r"validation must be a fraction in \(0, 1\)"):
+        load_uci("boston", 0, root=tmp_path, validation=bad)
