@@ -9,7 +9,8 @@ from . import _files
 __all__ = ["plot_learning_curve", "plot_validation_curves", "plot_grid_map", "save",
            "plot_weight_density",
            "plot_snr_histogram", "plot_snr_cdf", "plot_least_certain",
-           "plot_reliability_diagram", "plot_entropy_histograms", "plot_cumulative_regret"]
+           "plot_reliability_diagram", "plot_entropy_histograms", "plot_cumulative_regret",
+           "plot_predictive_intervals", "plot_interval_coverage"]
 
 
 def save(fig, path):
@@ -391,5 +392,75 @@ def plot_cumulative_regret(curves, path=None, title="Cumulative regret", log=Tru
     ax.set_title(title)
     ax.legend()
     ax.grid(alpha=0.3)
+    fig.tight_layout()
+    return save(fig, path)
+
+
+def plot_predictive_intervals(y, mean, lower, upper, path=None,
+                              title="Predictive mean and interval against the truth",
+                              label="predictive"):
+    """Each point's predictive mean (with its interval as a bar) against its true value.
+
+    Parameters
+    ----------
+    y, mean, lower, upper : array_like, shape (N,)
+        True targets, predictive means and the interval's ends, on one scale. Points whose
+        interval misses the truth are drawn in red.
+    path : str, optional
+    title, label : str
+
+    Returns
+    -------
+    matplotlib.figure.Figure with one axis; the diagonal is a perfect prediction.
+    """
+    y, mean, lower, upper = (np.asarray(a, dtype=np.float64).reshape(-1)
+                             for a in (y, mean, lower, upper))
+    missed = (y < lower) | (y > upper)
+    fig, ax = plt.subplots(figsize=(4.8, 4.4))
+    for mask, colour, text in ((~missed, "tab:blue", "interval covers the truth"),
+                               (missed, "tab:red", "interval misses it")):
+        ax.errorbar(y[mask], mean[mask], yerr=[mean[mask] - lower[mask],
+                                               upper[mask] - mean[mask]],
+                    fmt="o", markersize=3, color=colour, ecolor=colour, alpha=0.6,
+                    elinewidth=0.8, label=f"{label}: {text} ({mask.sum()})")
+    ends = [min(y.min(), lower.min()), max(y.max(), upper.max())]
+    ax.plot(ends, ends, "k--", linewidth=0.8)
+    return _against_diagonal(fig, ax, "true value", "predictive mean", title, path)
+
+
+def plot_interval_coverage(levels, coverages, path=None, title="Interval coverage"):
+    """Observed coverage of central predictive intervals against their nominal level.
+
+    Parameters
+    ----------
+    levels : array_like of float in (0, 1)
+    coverages : dict
+        ``{label: coverages}``, one per level, as
+        :func:`bbb_gluon.metrics.interval_coverage` returns them.
+    path : str, optional
+    title : str
+
+    Returns
+    -------
+    matplotlib.figure.Figure with one axis: a calibrated predictive lies on the
+    diagonal, an over-confident one below it.
+    """
+    levels = np.asarray(levels, dtype=np.float64)
+    fig, ax = plt.subplots(figsize=(4.4, 4.2))
+    for label, observed in coverages.items():
+        ax.plot(levels, np.asarray(observed, dtype=np.float64), "o-", markersize=4,
+                label=label)
+    ax.plot([0, 1], [0, 1], "k--", linewidth=0.8, label="calibrated")
+    ax.set_xlim(0, 1)
+    ax.set_ylim(0, 1)
+    return _against_diagonal(fig, ax, "nominal level of the central interval",
+                             "share of test points inside", title, path)
+
+
+def _against_diagonal(fig, ax, xlabel, ylabel, title, path):
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    ax.set_title(title)
+    ax.legend(fontsize=8, loc="upper left")
     fig.tight_layout()
     return save(fig, path)

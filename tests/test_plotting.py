@@ -112,3 +112,25 @@ def test_plots_without_a_path_save_nothing(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     fig = plotting.plot_snr_histogram([1.0, 2.0])
     assert isinstance(fig, Figure) and not list(tmp_path.iterdir())
+
+
+def test_predictive_intervals_mark_the_misses(tmp_path):
+    y = np.array([0.0, 1.0, 2.0, 3.0])
+    mean = y + np.array([0.1, -0.1, 0.0, 2.0])
+    fig = plotting.plot_predictive_intervals(y, mean, mean - 0.5, mean + 0.5,
+                                             tmp_path / "p.png")
+    check(fig, 1, tmp_path / "p.png")
+    labels = [t.get_text() for t in fig.axes[0].get_legend().get_texts()]
+    assert any("covers the truth (3)" in t for t in labels)
+    assert any("misses it (1)" in t for t in labels)
+
+
+def test_interval_coverage_draws_one_line_per_model(tmp_path):
+    levels = [0.5, 0.8, 0.95]
+    fig = plotting.plot_interval_coverage(levels, {"a": [0.5, 0.8, 0.95],
+                                                   "b": [0.3, 0.5, 0.7]},
+                                          tmp_path / "c.png")
+    check(fig, 1, tmp_path / "c.png")
+    lines = fig.axes[0].get_lines()
+    assert [line.get_label() for line in lines] == ["a", "b", "calibrated"]
+    np.testing.assert_allclose(lines[1].get_ydata(), [0.3, 0.5, 0.7])

@@ -34,6 +34,7 @@ NOT_FROM_OUTPUTS = {
     "09_mushroom_bandit": {},
     "10_your_own_network": {},
     "11_lower_variance_gradients": {},
+    "12_regression_with_error_bars": {},
 }
 
 # Summary numbers that are differences of two numbers in the outputs, in points of error:
@@ -168,7 +169,7 @@ def notebook(request):
 
 
 def test_notebooks_found():
-    assert len(NOTEBOOKS) == 11, NOTEBOOKS
+    assert len(NOTEBOOKS) == 12, NOTEBOOKS
     assert set(NOT_FROM_OUTPUTS) == set(NOTEBOOKS)
 
 
@@ -334,7 +335,7 @@ def test_lab_note_rules_on_code():
 
 
 # A notebook whose data are missing stops in its first code cell, saying where to put them.
-_LOADERS = re.compile(r"\b(?:load_dataset|load_raw|load_mushroom)\(")
+_LOADERS = re.compile(r"\b(?:load_dataset|load_raw|load_mushroom|load_uci)\(")
 
 
 def test_notebooks_check_their_data_first(notebook):
@@ -346,6 +347,8 @@ def test_notebooks_check_their_data_first(notebook):
     needed = {s for s in ("mnist", "fashion-mnist") if re.search(rf"['\"]{s}['\"]", code)}
     if "load_mushroom(" in code:
         needed.add("mushroom")
+    if "load_uci(" in code:
+        needed.add("uci")
     calls = [node for node in ast.walk(ast.parse(code_cells[0]))
              if isinstance(node, ast.Call) and getattr(node.func, "id", None) == "require_datasets"]
     assert calls, f"{name}: its first code cell does not call require_datasets"

@@ -1,0 +1,49 @@
+"""experiments/uci_benchmark.py end to end on one split (its --smoke setting): the split's
+JSON with the test scores and the setting chosen on validation rows, the summary, and a
+second run that finds the split done and trains nothing."""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+
+from bbb_gluon.data import load_uci
+
+ROOT = Path(__file__).resolve().parents[2]
+SCRIPT = ROOT / "experiments" / "uci_benchmark.py"
+
+
+def run(out, root):
+    env = {**os.environ, "BBB_GLUON_DATA": str(root), "OMP_NUM_THREADS": "1"}
+    return subprocess.run([sys.executable, str(SCRIPT), "--datasets", "yacht", "--splits", "0",
+                           "--smoke", "--out", str(out)], capture_output=True, text=True,
+                          env=env, timeout=300, check=True)
+
+
+def test_one_split_end_to_end_then_resumed(uci_root, tmp_path):
+    out = tmp_path / "uci"
+    first = run(out, uci_root)
+    assert "yacht split 0: RMSE" in first.stdout
+    split = json.loads((out / "yacht" / "split_0.json").read_text())
+    test = split["test"]
+    data = load_uci("yacht", 0, root=uci_root)
+    # the scores are on the original scale: an RMSE of the order of the target's spread
+    assert 0 < test["rmse"] < 3 * data.y_std and np.isfinite(test["log_likelihood"])
+    assert 0 <= test["coverage"] <= 1 and test["level"] == 0.95
+    # the chosen setting is one the validation curve scored, and the best of them
+    scored = [(c["log_likelihood"], t["setting"], c["epoch"]) for t in split["tuning"]
+              for c in t["curve"]]
+    best = max(scored, key=lambda s: s[0])
+    assert split["chosen"] == {**best[1], "epochs": best[2]}
+    assert split["validation_log_likelihood"] == best[0]
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["yacht"]["splits"] == 1
+    assert summary["yacht"]["rmse"]["mean"] == test["rmse"]
+    assert summary["yacht"]["log_likelihood"]["se"] is None  # one split: no error bar
+    before = (out / "yacht" / "split_0.json").stat().st_mtime_ns
+    second = run(out, uci_root)
+    assert "split 0:" not in second.stdout and "over 1 splits" in second.stdout
+    assert (out / "yacht" / "split_0.json").stat().st_mtime_ns == before
