@@ -35,7 +35,10 @@ from .core.sampling import use_means, use_weights
 from .core.step import BBBStep, NotFiniteError, StepCosts, trainable_params
 from .prediction import error_rate, predict_proba, predict_samples, uncertainty
 from .training import (
+    MLP,
     CheckpointError,
+    Network,
+    RunOptions,
     TrainConfig,
     TrainingDiverged,
     TrainingInterrupted,
@@ -57,7 +60,8 @@ __all__ = [
     "trainable_params",
     # training
     "TrainConfig", "TrainResult", "TrainingInterrupted", "TrainingDiverged", "CheckpointError",
-    "UnreadableCheckpointError", "fit", "build_mlp", "load_run", "FileWriteError",
+    "UnreadableCheckpointError", "fit", "build_mlp", "MLP", "Network", "RunOptions",
+    "load_run", "FileWriteError",
     # prediction
     "predict_proba", "predict_samples", "error_rate", "uncertainty",
     "__version__",

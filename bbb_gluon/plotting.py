@@ -399,20 +399,9 @@ def plot_cumulative_regret(curves, path=None, title="Cumulative regret", log=Tru
 def plot_predictive_intervals(y, mean, lower, upper, path=None,
                               title="Predictive mean and interval against the truth",
                               label="predictive"):
-    """Each point's predictive mean (with its interval as a bar) against its true value.
-
-    Parameters
-    ----------
-    y, mean, lower, upper : array_like, shape (N,)
-        True targets, predictive means and the interval's ends, on one scale. Points whose
-        interval misses the truth are drawn in red.
-    path : str, optional
-    title, label : str
-
-    Returns
-    -------
-    matplotlib.figure.Figure with one axis; the diagonal is a perfect prediction.
-    """
+    """Each point's predictive mean, its interval ``[lower, upper]`` as a bar, against its
+    true value ``y`` (all ``(N,)``, on one scale); points whose interval misses the truth
+    in red, the diagonal a perfect prediction. Returns the Figure (one axis)."""
     y, mean, lower, upper = (np.asarray(a, dtype=np.float64).reshape(-1)
                              for a in (y, mean, lower, upper))
     missed = (y < lower) | (y > upper)
@@ -429,22 +418,10 @@ def plot_predictive_intervals(y, mean, lower, upper, path=None,
 
 
 def plot_interval_coverage(levels, coverages, path=None, title="Interval coverage"):
-    """Observed coverage of central predictive intervals against their nominal level.
-
-    Parameters
-    ----------
-    levels : array_like of float in (0, 1)
-    coverages : dict
-        ``{label: coverages}``, one per level, as
-        :func:`bbb_gluon.metrics.interval_coverage` returns them.
-    path : str, optional
-    title : str
-
-    Returns
-    -------
-    matplotlib.figure.Figure with one axis: a calibrated predictive lies on the
-    diagonal, an over-confident one below it.
-    """
+    """Observed coverage of central predictive intervals against their nominal ``levels``;
+    ``coverages``: ``{label: one coverage per level}``, as
+    :func:`bbb_gluon.metrics.interval_coverage` gives them. A calibrated predictive lies on
+    the diagonal, an over-confident one below it. Returns the Figure (one axis)."""
     levels = np.asarray(levels, dtype=np.float64)
     fig, ax = plt.subplots(figsize=(4.4, 4.2))
     for label, observed in coverages.items():

@@ -49,11 +49,12 @@ def write_report(result, test, test_samples=10, ctx=None, name="", wall_seconds=
     from . import plotting
 
     run_dir, history, config = result.run_dir, result.history, result.config
+    hidden = list(result.mlp.hidden) if result.mlp is not None else None
     has_valid = bool(history) and history[-1].get("valid_error") is not None
     best = _test_errors(run_dir, "best", test, test_samples, ctx)
     end = _test_errors(run_dir, "latest", test, test_samples, ctx) if has_valid else dict(best)
     best_epoch = best.pop("epoch")
-    metrics = {"dataset": name, "model": config.model, "hidden": list(config.hidden),
+    metrics = {"dataset": name, "model": config.model, "hidden": hidden,
                "epochs": len(history), "best_epoch": best_epoch,
                "selected_by": ("lowest validation error (means)" if has_valid
                                else "end of training (no validation split)"),
@@ -64,7 +65,7 @@ def write_report(result, test, test_samples=10, ctx=None, name="", wall_seconds=
         metrics["best_valid_error"] = min(r["valid_error"] for r in history)
     atomic_write_text(os.path.join(run_dir, "metrics.json"), json.dumps(metrics, indent=1))
     figure = plotting.plot_learning_curve(history, os.path.join(run_dir, "learning_curve.png"),
-                                          title=f"{name} {config.model} {config.hidden}")
+                                          title=f"{name} {config.model} {_shape(hidden)}")
     import matplotlib.pyplot as plt
 
     plt.close(figure)
@@ -137,11 +138,12 @@ def evaluate_run(run_dir, which="best", samples=100, ood=None, bins=15, ctx=None
         X_ood = splits.transform(images[:len(yt)])
 
     kind = config.model
+    hidden = meta["mlp"]["hidden"] if meta.get("mlp") else None
     t0 = time.perf_counter()
     evaluation = evaluate_model(net, posterior, Xt, yt, kind, samples, X_ood, bins,
                                 ctx=ctx, likelihood=config.likelihood)
     report = {"run_dir": os.path.abspath(run_dir), "dataset": splits.name, "model": kind,
-              "hidden": list(config.hidden), "checkpoint": which,
+              "hidden": hidden, "checkpoint": which,
               "epoch": meta.get("epoch"), "batch": meta.get("batch") or 0,
               "best_epoch": meta.get("best", {}).get("epoch"), **evaluation.summary,
               "seconds": time.perf_counter() - t0}
@@ -150,7 +152,7 @@ def evaluate_run(run_dir, which="best", samples=100, ood=None, bins=15, ctx=None
 
     try:
         _write_evaluation(report, evaluation, run_dir, which, ood, Xt, yt,
-                          f"{splits.name} {kind} {'x'.join(map(str, config.hidden))}")
+                          f"{splits.name} {kind} {_shape(hidden)}")
     except FileWriteError as e:
         e.report = report  # what was computed, for a caller to show all the same
         raise
@@ -260,3 +262,8 @@ def prune_run(run_dir, fractions, which="best", ctx=None, data_dir=None):
         plt.close(fig)
     return {"table": table, "export": export, "statistics": stats, "dataset": splits.name,
             "num_test": len(yt), "epoch": meta.get("epoch"), "batch": meta.get("batch") or 0}
+
+
+def _shape(hidden):
+    """The MLP's hidden layers as a title shows them ("400x400"), or "own network"."""
+    return "x".join(map(str, hidden)) if hidden else "own network"

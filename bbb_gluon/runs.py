@@ -161,7 +161,8 @@ def summarize_run(run_dir):
         "dataset": data.get("dataset"),
         "transform": data.get("transform"),
         "model": train.get("model"),
-        "hidden": "x".join(str(h) for h in train.get("hidden", [])),
+        # the MLP's own entry; a config.json written before it had one keeps it in "train"
+        "hidden": "x".join(str(h) for h in (stored.get("mlp") or train).get("hidden", [])),
         "prior": prior.kind if prior is not None else None,
         **prior_columns,
         "prior_label": prior.label() if prior is not None else None,

@@ -139,7 +139,7 @@ def main(argv=None):
     mlp.hybridize(static_alloc=True, static_shape=True)
     run, engine = bbb_epoch(mlp, ArrayLoader(X, y, 128, shuffle=True, seed=0), None)
     own = median_epoch(run, epochs)
-    config = TrainConfig(model="bbb", hidden=(400, 400), epochs=epochs + 1, eval_samples=0,
+    config = TrainConfig(model="bbb", epochs=epochs + 1, eval_samples=0,  # the 2x400 MLP
                          batch_size=128, prior={"kind": "scale_mixture", "pi": 0.5,
                                                 "sigma1": 1.0, "sigma2": math.exp(-6)})
     history = fit(config, (X, y), progress=False).history

@@ -50,12 +50,13 @@ def train(args, kvstore):
     """Train as the arguments say; returns (ms per step, parameters exchanged per step)."""
     import mxnet as mx
 
-    from bbb_gluon.training import TrainConfig, fit
+    from bbb_gluon.training import MLP, RunOptions, TrainConfig, fit
 
     X, y, _ = get_data(args.batches * 128)
-    config = TrainConfig(model=args.model, hidden=tuple(args.hidden), epochs=args.epochs,
-                         batch_size=128, eval_samples=0, seed=0, log_every=10**6)
-    result = fit(config, (X, y), ctx=mx.cpu(), kvstore=kvstore, progress=False)
+    config = TrainConfig(model=args.model, epochs=args.epochs, batch_size=128,
+                         eval_samples=0, seed=0, log_every=10**6)
+    result = fit(config, (X, y), net=MLP(hidden=tuple(args.hidden), ctx=mx.cpu()),
+                 options=RunOptions(kvstore=kvstore), progress=False)
     per_step = [row["seconds"] / args.batches * 1000 for row in result.history[1:]]
     if result.posterior is not None:
         exchanged = 2 * sum(int(np.prod(s)) for s in result.posterior.shapes)

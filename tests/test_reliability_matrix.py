@@ -27,6 +27,7 @@ import pytest
 from mxnet import gluon
 
 from bbb_gluon import (
+    MLP,
     BBBLoss,
     BBBStep,
     GaussianPrior,
@@ -63,8 +64,12 @@ def make_data(seed=0):
 
 
 def config(**kw):
-    return TrainConfig(**{"model": "bbb", "hidden": (16,), "num_inputs": 5, "num_outputs": 3,
-                          "epochs": 1, "batch_size": 16, "eval_samples": 2, "seed": 0, **kw})
+    return TrainConfig(**{"model": "bbb", "epochs": 1, "batch_size": 16, "eval_samples": 2,
+                          "seed": 0, **kw})
+
+
+# The package's MLP of the same shape as make_net's, built by fit on CTX.
+MLP_ON_CTX = MLP(hidden=(16,), num_inputs=5, num_outputs=3, ctx=CTX)
 
 
 def on_ctx(a, dtype=None):
@@ -140,13 +145,14 @@ def test_prediction_refuses_bad_inputs_naming_the_argument(path, case):
 
 
 def _fit(tmp_path, train, valid=None, own_network=True):
-    return fit(config(), train, valid, run_dir=tmp_path / "run", ctx=CTX, progress=False,
-               net=make_net() if own_network else None)
+    return fit(config(), train, valid, run_dir=tmp_path / "run", progress=False,
+               net=make_net() if own_network else MLP_ON_CTX)
 
 
 # The package's MLP knows the width it takes without a forward pass.
-MLP_SHAPE_MESSAGES = {"one-axis": r"must have shape \(N, 5\), got \(32,\)",
-                      "too-wide": r"must have shape \(N, 5\), got \(32, 6\)"}
+MLP_SHAPE_MESSAGES = {
+    "one-axis": r"must have shape \(N, 5\) for MLP\(num_inputs=5\), got \(32,\)",
+    "too-wide": r"must have shape \(N, 5\) for MLP\(num_inputs=5\), got \(32, 6\)"}
 
 
 @pytest.mark.parametrize("case", BAD_INPUTS + [WIDE], ids=lambda c: c[0])
@@ -221,8 +227,7 @@ def test_a_dataloaders_first_batch_goes_through_the_network_before_any_work(tmp_
                                    batch_size=8)
     with pytest.raises(ValueError, match=r"does not take the DataLoader's inputs of shape "
                                          r"\(8, 6\) \(its first layer takes \(N, 5\)\)"):
-        fit(config(), loader, run_dir=tmp_path / "run", ctx=CTX, progress=False,
-            net=make_net())
+        fit(config(), loader, run_dir=tmp_path / "run", progress=False, net=make_net())
     assert not (tmp_path / "run").exists()
 
 
@@ -289,8 +294,8 @@ def test_fit_takes_other_dtypes_and_ndarrays(tmp_path, network, variant):
     X, y = make_data()
 
     def train(Xt, yt, folder):
-        net = make_net() if network == "own-network" else None
-        result = fit(config(), (Xt, yt), (Xt, yt), run_dir=tmp_path / folder, ctx=CTX,
+        net = make_net() if network == "own-network" else MLP_ON_CTX
+        result = fit(config(), (Xt, yt), (Xt, yt), run_dir=tmp_path / folder,
                      progress=False, net=net)
         return result.history, [m.asnumpy() for m in result.posterior.mu()]
 

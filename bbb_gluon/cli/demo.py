@@ -14,24 +14,24 @@ def cmd_demo(args):
 
     from .. import data, plotting
     from ..prediction import error_rate, predict_proba, predict_samples
-    from ..training import TrainConfig, fit
+    from ..training import MLP, TrainConfig, fit
 
     if args.epochs < 1 or args.samples < 1:
         raise UsageError("--epochs and --samples must be >= 1")
     X, y = data.two_moons(1000, noise=0.2, seed=args.seed)
     X_train, y_train, X_test, y_test = X[:500], y[:500], X[500:], y[500:]
-    config = TrainConfig(model="bbb", hidden=(5, 5), activation="tanh", num_inputs=2,
-                         num_outputs=1, likelihood="bernoulli", epochs=args.epochs,
+    config = TrainConfig(model="bbb", likelihood="bernoulli", epochs=args.epochs,
                          lr=0.01, batch_size=50, prior={"kind": "gaussian", "sigma": 1.0},
                          complexity="mc", mu_scale=0.5, rho_init=-3.0, eval_samples=0,
                          seed=args.seed)
+    mlp = MLP(hidden=(5, 5), activation="tanh", num_inputs=2, num_outputs=1, ctx=mx.cpu())
     check_writable(args.out, "--out")
     os.makedirs(args.out, exist_ok=True)
     print(f"Bayes by Backprop on two half-moons: 500 train / 500 test points, 2x5 tanh, "
           f"N(0,1) prior, {args.epochs} epochs")
     t0 = time.perf_counter()
     # 300 short epochs: a bar per epoch would only scroll; --progress shows them.
-    result = fit(config, (X_train, y_train), ctx=mx.cpu(),
+    result = fit(config, (X_train, y_train), net=mlp,
                  progress=args.progress and not args.no_progress)
     seconds = time.perf_counter() - t0
     net, posterior = result.net, result.posterior

@@ -128,15 +128,18 @@ def _add_data_args(p):
 
 
 def _add_model_args(p, d):
+    from ..training import MLP
+
+    m = defaults_of(MLP)  # the network's settings are the MLP's own
     g = p.add_argument_group("model")
     g.add_argument("--model", default=d.model,
                    help=f"bbb, plain or dropout (default {d.model})")
-    g.add_argument("--hidden", type=_hidden, default=list(d.hidden),
-                   help=f"units per hidden layer, comma-separated (default {_shown(d.hidden)})")
-    g.add_argument("--activation", default=d.activation,
-                   help=f"relu, tanh, sigmoid, softrelu (default {d.activation})")
-    g.add_argument("--dropout", type=float, default=d.dropout,
-                   help=f"drop rate of --model dropout (default {d.dropout:g})")
+    g.add_argument("--hidden", type=_hidden, default=list(m.hidden),
+                   help=f"units per hidden layer, comma-separated (default {_shown(m.hidden)})")
+    g.add_argument("--activation", default=m.activation,
+                   help=f"relu, tanh, sigmoid, softrelu (default {m.activation})")
+    g.add_argument("--dropout", type=float, default=m.dropout,
+                   help=f"drop rate of --model dropout (default {m.dropout:g})")
 
 
 def _add_prior_args(p, d):
@@ -242,25 +245,28 @@ def _config_from_args(args):
 
     prior = prior_from_args(args)
     return TrainConfig(
-        model=args.model, hidden=tuple(args.hidden), activation=args.activation,
+        model=args.model,
         epochs=_config_defaults().epochs if args.epochs is None else args.epochs,
         optimizer=args.optimizer,
         lr=args.lr, batch_size=args.batch_size,
         samples=args.samples, estimator=args.estimator, weighting=args.weighting,
         complexity=args.complexity,
         prior=prior, mu_init=args.mu_init, mu_scale=args.mu_scale, rho_init=args.rho_init,
-        dropout=args.dropout, eval_samples=args.eval_samples, seed=args.seed,
+        eval_samples=args.eval_samples, seed=args.seed,
         engine=args.engine, loss_reduction=args.loss_reduction,
         lr_decay_epochs=tuple(args.lr_decay_epochs), lr_decay_factor=args.lr_decay_factor,
         rho_lr_mult=args.rho_lr_mult)
 
 
 def _resumed_settings(args):
-    """The stored run's (config, data settings, test samples); --epochs may extend it."""
-    from ..training import TrainConfig
+    """The stored run's (config, MLP, data settings, test samples); --epochs may extend
+    it."""
+    from ..training import MLP, TrainConfig
+    from ..training.checkpoint import stored_mlp
 
     stored = stored_run_config(args.out)
     config = checked(TrainConfig.from_dict, stored["train"])
+    mlp = checked(MLP.from_dict, stored_mlp(stored) or {})
     if args.epochs is not None:
         config = dataclasses.replace(config, epochs=args.epochs)
         checked(config.validate)
@@ -274,26 +280,29 @@ def _resumed_settings(args):
         raise UsageError(f"{args.out}/config.json: evaluation.test_samples must be a "
                          f"count >= 0, got {stored_samples!r}")
     test_samples = stored_samples if args.test_samples is None else args.test_samples
-    return config, data_args, test_samples
+    return config, mlp, data_args, test_samples
 
 
 def _new_settings(args):
-    """(config, data settings, test samples) from the command line."""
+    """(config, MLP, data settings, test samples) from the command line."""
     from .. import data
+    from ..training import MLP
 
     config = checked(_config_from_args, args)
+    mlp = checked(MLP, hidden=tuple(args.hidden), activation=args.activation,
+                  dropout=args.dropout)
     data_args = {"dataset": args.dataset, "transform": args.transform,
                  "num_valid": args.num_valid, "subset": args.subset,
                  "data_dir": args.data_dir, "monitor_test": args.monitor_test}
     test_samples = TEST_SAMPLES if args.test_samples is None else args.test_samples
     if data_args["dataset"] not in data.DATASETS:
         raise UsageError(f"unknown dataset {args.dataset!r}; choose one of {data.DATASETS}")
-    return config, data_args, test_samples
+    return config, mlp, data_args, test_samples
 
 
 def _settings(args):
-    """(config, data settings, test samples, run folder): the stored run's with --resume,
-    else the command line's for a folder that holds no run."""
+    """(config, MLP, data settings, test samples, run folder): the stored run's with
+    --resume, else the command line's for a folder that holds no run."""
     if args.test_samples is not None and args.test_samples < 0:
         raise UsageError(f"--test-samples must be >= 0, got {args.test_samples}")
     if args.resume:
@@ -301,11 +310,11 @@ def _settings(args):
             raise UsageError("--resume needs --out RUN_DIR")
         if args.recipe:
             raise UsageError("--recipe with --resume: a resumed run keeps its stored settings")
-        config, data_args, test_samples = _resumed_settings(args)
+        config, mlp, data_args, test_samples = _resumed_settings(args)
     else:
-        config, data_args, test_samples = _new_settings(args)
+        config, mlp, data_args, test_samples = _new_settings(args)
     out = args.out or os.path.join("runs", f"{data_args['dataset']}-{config.model}-"
-                                   f"{'x'.join(map(str, config.hidden))}-s{config.seed}")
+                                   f"{'x'.join(map(str, mlp.hidden))}-s{config.seed}")
     # A config.json alone is a run that stopped (diverged) before its first checkpoint:
     # it holds nothing to keep, so a new run may take the folder.
     if not args.resume and os.path.exists(os.path.join(out, "config.json")) and any(
@@ -313,16 +322,16 @@ def _settings(args):
             for name in ("checkpoints/latest.params", "history.json", "metrics.json")):
         raise UsageError(f"{out} already holds a run; use --resume or another --out "
                          "(nothing was changed)")
-    return config, data_args, test_samples, out
+    return config, mlp, data_args, test_samples, out
 
 
 def cmd_train(args):
     from .. import data
     from ..reports import write_report
-    from ..training import TrainingDiverged, TrainingInterrupted, fit
+    from ..training import RunOptions, TrainingDiverged, TrainingInterrupted, fit
     from ..training.guards import CostGrowthWarning
 
-    config, data_args, test_samples, out = _settings(args)
+    config, mlp, data_args, test_samples, out = _settings(args)
     ctxs = contexts_of(args.ctx)
     group = _worker_group(args.kvstore)
     lead = group.rank == 0  # in a distributed run, rank 0 reports and writes the files
@@ -341,12 +350,14 @@ def cmd_train(args):
     t0 = time.perf_counter()
     try:
         with one_line_warnings("train", {CostGrowthWarning: "lower --lr"}):
-            result = fit(config, splits.train, splits.valid, run_dir=out, ctx=ctxs,
-                         kvstore=group.kvstore or args.kvstore, resume=args.resume,
-                         progress="lines" if args.no_progress else True,
-                         extra_config={"data": data_args,
-                                       "evaluation": {"test_samples": test_samples}},
-                         test=splits.test if data_args.get("monitor_test") else None)
+            options = RunOptions(
+                test=splits.test if data_args.get("monitor_test") else None,
+                kvstore=group.kvstore or args.kvstore,
+                record={"data": data_args, "evaluation": {"test_samples": test_samples}})
+            result = fit(config, splits.train, splits.valid,
+                         net=dataclasses.replace(mlp, ctx=ctxs), run_dir=out,
+                         resume=args.resume, progress="lines" if args.no_progress else True,
+                         options=options)
     except TrainingInterrupted as e:
         stop_listening()
         if lead:

@@ -35,7 +35,8 @@ class GaussianNLLLoss(Loss):
     Per example: :math:`\sum_d (y_d - \hat y_d)^2 / (2 s^2) + D (\log s + \tfrac12
     \log 2\pi)`. With ``noise_sigma=None`` the noise scale :math:`s = \mathrm{softplus}(
     \rho_s)` is a parameter of this loss, learned with the network: initialise the loss
-    (``loss.initialize(ctx=...)``) and ``fit(..., loss=loss)`` trains and checkpoints it.
+    (``loss.initialize(ctx=...)``) and ``fit(..., net=Network(net, loss=loss))`` trains
+    and checkpoints it.
 
     Parameters
     ----------

@@ -2,11 +2,11 @@
 the stop and divergence flags, and the start-up that keeps the first step race-free.
 
 MXNet's ``dist_sync`` kvstore sums the workers' gradients on one or more server processes
-and hands every worker the sum. ``fit(..., kvstore="dist_sync")`` uses it as data-parallel
-training: every worker walks the same permutation of the data, takes its own contiguous
-shard of every global batch, draws its own weight noise, and applies the same update to
-the same parameters, so all workers hold equal parameters after every step. Rank 0 alone
-writes the run folder.
+and hands every worker the sum. ``fit(..., options=RunOptions(kvstore="dist_sync"))`` uses
+it as data-parallel training: every worker walks the same permutation of the data, takes
+its own contiguous shard of every global batch, draws its own weight noise, and applies
+the same update to the same parameters, so all workers hold equal parameters after every
+step. Rank 0 alone writes the run folder.
 """
 
 from __future__ import annotations

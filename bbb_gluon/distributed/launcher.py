@@ -171,7 +171,7 @@ def launch(command, num_workers=2, num_servers=1, timeout=None, threads=None,
     command : list of str
         The workers' program and its arguments: ``[sys.executable, "-m", "bbb_gluon",
         "train", "--kvstore", "dist_sync", ...]``, or a script of yours that calls
-        ``fit(..., kvstore="dist_sync")``.
+        ``fit(..., options=RunOptions(kvstore="dist_sync"))``.
     num_workers, num_servers : int
     timeout : float, optional
         Seconds the whole run may take; then every process is stopped and

@@ -22,8 +22,8 @@ from .._files import (
 )
 from ..core.posterior import Posterior, PosteriorMismatchError
 from ..core.selection import structural_params
-from .config import ARCH_FIELDS, FREE_FIELDS, TrainConfig
-from .model import build_model
+from .config import ARCH_FIELDS, FREE_FIELDS, TrainConfig, split_record
+from .model import MLP, build_model
 
 __all__ = ["load_run", "CheckpointError", "UnreadableCheckpointError"]
 
@@ -221,9 +221,31 @@ def run_paths(run_dir):
     return ckpt, os.path.join(ckpt, "latest.params"), os.path.join(ckpt, "best.params")
 
 
-def check_resume_config(stored, here, path):
+def stored_mlp(meta):
+    """The MLP's record in a checkpoint's metadata or a config.json (``"mlp"``), or in its
+    ``"train"``/``"config"`` record where it was written before it had its own entry;
+    None for a run of the user's own network."""
+    if meta.get("mlp") is not None:
+        return meta["mlp"]
+    return split_record(meta.get("config") or meta.get("train") or {})[1]
+
+
+def check_resume_config(meta, here, mlp, path):
     """``here``: the resumed run's configuration as its run folder would hold it (what
-    applies to the run; :meth:`TrainConfig.record`)."""
+    applies to the run; :meth:`TrainConfig.record`); ``mlp`` its MLP or None."""
+    stored, _ = split_record(meta["config"])
+    was, now = stored_mlp(meta), mlp.to_dict() if mlp is not None else None
+    if (was is None) != (now is None):
+        raise CheckpointError(f"{path} is a checkpoint of "
+                              + ("a network of its user" if was is None else "the package MLP")
+                              + (", not of the package MLP" if was is None
+                                 else ", not of a network of your own"))
+    defaults = MLP().to_dict()
+    for name in now or ():
+        a, b = was.get(name, defaults[name]), now[name]
+        if a != b:
+            raise CheckpointError(f"{path} is a checkpoint of another model: {name} is "
+                                  f"{a!r} there, {b!r} here")
     for name in ARCH_FIELDS:
         a, b = stored.get(name), here.get(name)
         if a != b:
@@ -236,8 +258,8 @@ def check_resume_config(stored, here, path):
         if name not in FREE_FIELDS and a != b:
             raise CheckpointError(
                 f"{path} was trained with {name}={a!r}; resuming with {name}={b!r} would "
-                "not continue the same run (only epochs, log_every and eval_samples may "
-                "change)")
+                "not continue the same run (only epochs, log_every, eval_samples and "
+                "restore_best may change)")
 
 
 def check_resume_setup(meta, setup, path):
@@ -280,6 +302,7 @@ def load_run(run_dir, which="best", ctx=None, net=None):
         of the best validation error so far); ``config`` (the run's settings as the run
         folder records them); ``noise`` (the weight noise's seed and counters);
         ``engine``, ``contexts``, ``network`` (``"mlp"`` or ``"user"``) and ``workers``;
+        ``mlp`` (the package MLP's settings, as :meth:`MLP.to_dict`, or None);
         ``format``; and ``optimizer_state_bytes``, the size of the optimiser states the
         checkpoint holds (0 for none). The states themselves stay in the file, where a
         resumed run reads them.
@@ -303,13 +326,15 @@ def load_run(run_dir, which="best", ctx=None, net=None):
     path = best_path if which == "best" else latest_path
     arrays, meta = read_checkpoint(path, states=False)
     config = TrainConfig.from_dict(meta["config"])
+    meta["mlp"] = stored_mlp(meta)
     user = meta.get("network") == "user"
     if user != (net is not None):
         raise CheckpointError(
             f"{path} is a run of {'a network of its user' if user else 'the package MLP'}: "
             + ("pass an instance of that network as net=" if user else "do not pass net="))
     if net is None:
-        net, posterior = build_model(config, [ctx or mx.current_context()])
+        net, posterior = build_model(config, MLP.from_dict(meta["mlp"]),
+                                     [ctx or mx.current_context()])
     else:
         covered = {k[len(_POSTERIOR):-3] for k in arrays
                    if k.startswith(_POSTERIOR) and k.endswith("_mu")}

@@ -1,7 +1,9 @@
-"""What a training run is: ``TrainConfig`` (model, prior, optimisation, data), checked before
-any work starts.
+"""How a training run trains: ``TrainConfig`` (the method, likelihood, prior, optimisation,
+evaluation), checked before any work starts. What it trains (the package's MLP or a network
+of your own) is apart: :mod:`bbb_gluon.training.model`.
 """
 
+import functools
 import math
 import numbers
 from dataclasses import asdict, dataclass, field, fields
@@ -19,16 +21,24 @@ __all__ = ["TrainConfig", "MODELS", "RECIPES"]
 
 
 MODELS = ("bbb", "plain", "dropout")
-_MLP_FIELDS = ("hidden", "activation", "num_inputs", "num_outputs", "dropout")
+# The built-in MLP's settings, which TrainConfig held before they became bbb_gluon.MLP's;
+# config.json files and checkpoints written then hold them in their "train" record.
+MLP_FIELDS = ("hidden", "activation", "num_inputs", "num_outputs", "dropout")
 _POSTERIOR_INIT_FIELDS = ("mu_init", "mu_scale", "rho_init")
-ARCH_FIELDS = ("model", "hidden", "activation", "num_inputs", "num_outputs", "likelihood")
+ARCH_FIELDS = ("model", "likelihood")
 # Settings a resumed run may change: they decide how long it runs and what it reports,
 # not the path its parameters take.
-FREE_FIELDS = ("epochs", "log_every", "eval_samples")
-# MXNet 1.9.1's wheels index arrays with int32 (built without USE_INT64_TENSOR_SIZE), and
-# optimisers take their rates as float32.
-_MAX_ARRAY = 2**31 - 1
+FREE_FIELDS = ("epochs", "log_every", "eval_samples", "restore_best")
+# Optimisers take their rates as float32.
 _FLOAT32_MAX = float(np.finfo(np.float32).max)
+
+
+def split_record(train):
+    """A stored ``"train"`` record as (TrainConfig's fields, the MLP's fields or None): a
+    record written before the MLP's settings left TrainConfig holds both."""
+    train = dict(train)
+    mlp = {name: train.pop(name) for name in MLP_FIELDS if name in train}
+    return train, (mlp or None)
 
 
 # Named sets of `bbb-gluon train` settings: TrainConfig fields (the prior as pi and log
@@ -52,7 +62,8 @@ RECIPES = {
 
 @dataclass(frozen=True)
 class TrainConfig:
-    """Everything that defines a training run (stored as ``config.json`` in the run folder).
+    """How a run trains (stored as ``config.json``'s ``"train"`` entry in the run folder);
+    the network it trains is ``fit``'s ``net=`` (:class:`bbb_gluon.MLP` by default).
 
     Frozen, and checked once, when it is made: ``dataclasses.replace(config, epochs=50)``
     makes a changed copy, checked again.
@@ -60,13 +71,10 @@ class TrainConfig:
     Parameters
     ----------
     model : {"bbb", "plain", "dropout"}
-    hidden : tuple of int, default (400, 400)
-        Units per hidden layer.
-    activation : str, default "relu"
-        Any ``nn.Dense`` activation ("relu", "tanh", "sigmoid", "softrelu").
-    num_inputs, num_outputs : int, default 784, 10
+        Whether the network gets a posterior (Bayes by Backprop) or trains as it is (the
+        plain and dropout baselines; "dropout" adds the MLP's Dropout layers).
     likelihood : {"softmax", "bernoulli"}, default "softmax"
-        "bernoulli" uses one output unit (``num_outputs`` must be 1).
+        "bernoulli" uses one output unit.
     epochs : int, default 10
     optimizer : {"adam", "sgd"}, default "adam"
         "sgd" is plain gradient descent (no momentum), the paper's update.
@@ -103,8 +111,6 @@ class TrainConfig:
         one).
     mu_init, mu_scale, rho_init : see :class:`bbb_gluon.Posterior` (``rho_init`` may be a
         pair ``[low, high]`` drawing every rho uniformly in that range).
-    dropout : float, default 0.5
-        Drop probability of the dropout baseline (before every Dense layer but the first).
     eval_samples : int, default 10
         Weight samples of the Monte-Carlo validation error (0: means only).
     seed : int, default 0
@@ -115,13 +121,12 @@ class TrainConfig:
         :mod:`bbb_gluon.core.engines`, "reference" MXNet operators with autograd through
         :class:`BBBLoss` (same estimator, slower); "auto" takes "fused" on CPUs where the
         kernels build. The weight noise differs between the two (each is reproducible).
+    restore_best : bool, default False
+        End with the weights of the epoch with the lowest validation error (kept in
+        memory) instead of the last epoch's; ``TrainResult.best_epoch`` says which.
     """
 
     model: str = "bbb"
-    hidden: tuple = (400, 400)
-    activation: str = "relu"
-    num_inputs: int = 784
-    num_outputs: int = 10
     likelihood: str = "softmax"
     epochs: int = 10
     optimizer: str = "adam"
@@ -139,14 +144,13 @@ class TrainConfig:
     mu_init: str = "normal"
     mu_scale: float = 0.1
     rho_init: float = -3.0
-    dropout: float = 0.5
     eval_samples: int = 10
     seed: int = 0
     log_every: int = 50
     engine: str = "auto"
+    restore_best: bool = False
 
     def __post_init__(self):
-        object.__setattr__(self, "hidden", tuple(self.hidden))
         object.__setattr__(self, "lr_decay_epochs", tuple(self.lr_decay_epochs))
         if isinstance(self.rho_init, list | tuple):
             object.__setattr__(self, "rho_init", tuple(self.rho_init))
@@ -162,25 +166,17 @@ class TrainConfig:
 
         if self.model not in MODELS:
             raise ValueError(f"unknown model {self.model!r}; choose one of {MODELS}")
-        if not self.hidden or any(isinstance(h, bool) or not isinstance(h, numbers.Integral)
-                                  or h < 1 for h in self.hidden):
-            raise ValueError(f"hidden must be a non-empty list of positive unit counts, "
-                             f"got {self.hidden!r}")
-        if self.activation not in ("relu", "tanh", "sigmoid", "softrelu"):
-            raise ValueError(f"unknown activation {self.activation!r}")
         # a name here (config.json, the command line): the object answers from here on
         likelihood = likelihood_of(self.likelihood) if self.likelihood in LIKELIHOODS else None
         if likelihood is None or not likelihood.classifies:
             raise ValueError(f"likelihood must be 'softmax' or 'bernoulli' for training, "
                              f"got {self.likelihood!r}")
-        for name in ("num_inputs", "num_outputs", "epochs", "batch_size", "samples",
-                     "log_every"):
+        for name in ("epochs", "batch_size", "samples", "log_every"):
             positive_int(name)
         positive_int("eval_samples", 0)
         positive_int("seed", 0)
-        if not likelihood.fits(self.num_outputs):
-            raise ValueError(f"the {likelihood.name} likelihood needs "
-                             f"num_outputs{likelihood.outputs_needed}")
+        if not isinstance(self.restore_best, bool):
+            raise ValueError(f"restore_best must be True or False, got {self.restore_best!r}")
         positive_float("lr")
         positive_float("mu_scale")
         if self.engine not in ("auto", "fused", "reference"):
@@ -204,16 +200,9 @@ class TrainConfig:
         positive_float("lr_decay_factor")
         positive_float("rho_lr_mult")
         # After the type checks: these read several fields.
-        widths = (self.num_inputs, *self.hidden, self.num_outputs)
-        largest = max(a * b for a, b in zip(widths, widths[1:], strict=False))
-        if largest >= _MAX_ARRAY:
-            raise ValueError(f"hidden {list(self.hidden)!r} makes a weight array of {largest:,} "
-                             f"elements; MXNet 1.9.1's builds hold at most {_MAX_ARRAY - 1:,}")
         if self.lr * max(self.rho_lr_mult, 1.0) > _FLOAT32_MAX:
             raise ValueError(f"lr must fit in float32 (at most {_FLOAT32_MAX:.3g}, with "
                              f"rho_lr_mult), got {self.lr!r}")
-        if not (isinstance(self.dropout, numbers.Real) and 0 <= self.dropout < 1):
-            raise ValueError(f"dropout must lie in [0, 1), got {self.dropout!r}")
         if self.mu_init not in ("normal", "uniform", "copy"):
             raise ValueError(f"mu_init must be 'normal', 'uniform' or 'copy', "
                              f"got {self.mu_init!r}")
@@ -233,21 +222,17 @@ class TrainConfig:
             raise ValueError(f"a constant weighting must be a finite number >= 0, "
                              f"got {self.weighting!r}")
 
-    def record(self, own_network=False, own_posterior=False):
+    def record(self, own_posterior=False):
         """:meth:`to_dict` without the settings that do not apply to the run: the
-        package's MLP's (``hidden``, ``activation``, ``num_inputs``, ``num_outputs``,
-        ``dropout``) when it trains a network of the user's own, and the posterior's
-        initialisation when the user built the posterior."""
+        posterior's initialisation when the user built the posterior."""
         d = self.to_dict()
-        for name in (_MLP_FIELDS if own_network else ()) + \
-                (_POSTERIOR_INIT_FIELDS if own_posterior else ()):
+        for name in _POSTERIOR_INIT_FIELDS if own_posterior else ():
             d.pop(name)
         return d
 
     def to_dict(self):
         d = asdict(self)
         d["prior"] = self.prior.to_dict()
-        d["hidden"] = list(self.hidden)
         d["lr_decay_epochs"] = list(self.lr_decay_epochs)
         if isinstance(self.rho_init, tuple):
             d["rho_init"] = list(self.rho_init)
@@ -264,8 +249,27 @@ class TrainConfig:
 
     @classmethod
     def from_dict(cls, d):
+        """From a stored ``"train"`` record; one written before the MLP's settings left
+        TrainConfig may hold them (they are dropped here: :func:`split_record` reads them)."""
+        d, _ = split_record(d)
         known = {f.name for f in fields(cls)}
         unknown = set(d) - known
         if unknown:
             raise ValueError(f"unknown configuration keys {sorted(unknown)}")
         return cls(**d)
+
+
+_dataclass_init = TrainConfig.__init__
+
+
+@functools.wraps(_dataclass_init)
+def _init(self, *args, **kwargs):
+    moved = [name for name in MLP_FIELDS if name in kwargs]
+    if moved:
+        given = ", ".join(f"{name}={kwargs[name]!r}" for name in moved)
+        raise TypeError(f"TrainConfig() takes no {', '.join(moved)}: the built-in MLP's "
+                        f"settings are its own, fit(config, train, net=bbb.MLP({given}))")
+    _dataclass_init(self, *args, **kwargs)
+
+
+TrainConfig.__init__ = _init

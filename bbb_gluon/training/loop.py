@@ -39,6 +39,8 @@ from .guards import (
     warn_if_cost_grew,
 )
 from .history import epoch_row, write_history
+from .model import MLP
+from .options import RunOptions, refuse_moved_keywords
 from .prepare import Progress, prepare, write_config
 from .prepare import resume as resume_run
 from .progress import progress_mode, say_epoch, say_estimators, say_resume
@@ -57,38 +59,45 @@ class TrainResult:
     run_dir: str | None
     best_epoch: int | None
     interrupted: bool = False
+    mlp: MLP | None = None  # the package's MLP it trained (None: a network of your own)
 
 
-# The user's one call to train: each of its keywords is documented with its default (the
-# settings of the training itself live in TrainConfig).
-def fit(config, train, valid=None, run_dir=None, ctx=None, resume=False, progress=True,
-        stop_after_batches=None, extra_config=None, restore_best=False, test=None,
-        net=None, posterior=None, loss=None, kvstore=None):
-    """Train a model as ``config`` says: the package's MLP, or your own network.
+# The user's one call to train: what to train on what, where to keep it, and how to show
+# it; the training's own settings are TrainConfig's, the network's MLP's or Network's, and
+# the rarer settings RunOptions'.
+@refuse_moved_keywords
+def fit(config, train, valid=None, *, net=None, run_dir=None, resume=False, progress=True,
+        options=None):
+    """Train a network as ``config`` says: the package's MLP, or your own.
 
     Parameters
     ----------
     config : TrainConfig
-        With ``net``, its architecture fields (hidden, activation, num_inputs,
-        num_outputs, dropout) are not used; ``model`` says whether the network gets a
-        posterior ("bbb") or is trained as it is ("plain", "dropout").
+        How to train: ``model`` says whether the network gets a posterior ("bbb") or is
+        trained as it is ("plain", "dropout"); the likelihood, prior, optimiser, epochs.
     train : (X, y) or gluon.data.DataLoader
         NumPy arrays (or NDArrays): ``X`` of shape ``(N, num_inputs)`` for the package's
-        MLP, or any ``(N, ...)`` the given ``net`` takes (images ``(N, 1, 28, 28)``); ``y``
-        integer labels ``(N,)``, or real-valued targets ``(N, ...)`` with a ``loss`` of
+        MLP, or any ``(N, ...)`` your network takes (images ``(N, 1, 28, 28)``); ``y``
+        integer labels ``(N,)``, or real-valued targets ``(N, ...)`` with a loss of
         your own. Arrays are checked up front and shuffled each epoch by a permutation of
-        ``(seed, epoch)``. With ``net``, a Gluon ``DataLoader`` of ``(X, y)`` batches also
-        works; its data are not checked up front (only that the network takes its first
-        batch), and a run resumed inside an epoch replays the loader from the epoch's
-        start, skipping the batches done: exact only if the loader yields the same
-        batches each time (no shuffling, or a sampler of its own that depends on the
+        ``(seed, epoch)``. With your own network, a Gluon ``DataLoader`` of ``(X, y)``
+        batches also works; its data are not checked up front (only that the network
+        takes its first batch), and a run resumed inside an epoch replays the loader from
+        the epoch's start, skipping the batches done: exact only if the loader yields the
+        same batches each time (no shuffling, or a sampler of its own that depends on the
         epoch alone).
     valid : (X, y), optional
         Validation split; the best checkpoint is chosen by its error with the means.
+    net : MLP, gluon.Block or Network, optional
+        What to train: ``bbb.MLP(hidden=..., ctx=...)`` (the default, ``MLP()``: 784-400-
+        400-10), your own initialised Block (trained on the contexts its parameters live
+        on; a posterior over every Dense and convolution layer for ``model="bbb"``), or
+        ``bbb.Network(block, posterior, loss)`` to give its posterior (which layers are
+        Bayesian) or its loss (regression). Parameters the posterior does not cover
+        (BatchNorm, layers left out) are trained by the same Trainer; all of them, and
+        BatchNorm's statistics, go into the checkpoints.
     run_dir : str, optional
         Folder for ``config.json``, ``history.csv``/``.json`` and ``checkpoints/``.
-    ctx : Context or list of Context, optional
-        Default ``mx.current_context()``; a list trains data-parallel.
     resume : bool or "best"
         Continue from ``run_dir/checkpoints/latest.params``; if that file is corrupt,
         from ``best.params`` (it holds the optimiser states too, so the run continues
@@ -100,48 +109,9 @@ def fit(config, train, valid=None, run_dir=None, ctx=None, resume=False, progres
         True: a tqdm bar per epoch on a terminal or in a notebook (never into a file or a
         pipe), and after each epoch one line on stdout with its costs and validation error
         (where ``resume`` continues, too); "lines": those lines only; False: nothing.
-    stop_after_batches : int, optional
-        Stop (as on Ctrl-C: checkpoint, then :class:`TrainingInterrupted`) after this
-        many batches in total; for tests of interruption.
-    extra_config : dict, optional
-        More entries for ``config.json`` (the command line stores its data settings).
-    restore_best : bool, default False
-        End with the weights of the epoch with the lowest validation error (kept in
-        memory) instead of the last epoch's; ``TrainResult.best_epoch`` says which.
-    test : (X, y), optional
-        A held-out set whose error is recorded after every epoch (history columns
-        ``test_error`` and ``test_error_mc``) and used for nothing else: it lets a run
-        that trains on all the data, with no validation split, show its learning curve.
-    net : gluon.Block, optional
-        Your own initialised network (any layers; run one batch through it first if
-        shapes are deferred) instead of the package's MLP. Its contexts are the default
-        ``ctx``. Parameters the posterior does not cover (BatchNorm, layers left out)
-        are trained by the same Trainer; all of them, and
-        BatchNorm's statistics, go into the checkpoints.
-    posterior : Posterior, optional
-        For ``net`` with ``model="bbb"``: the posterior to train (to choose which layers
-        are Bayesian, or their initialisation); default ``Posterior(net, ...)`` over every
-        Dense and convolution layer, initialised as ``config`` says.
-    loss : gluon.loss.Loss, optional
-        The likelihood cost, any Gluon loss with one value per example (``L2Loss`` for
-        regression, say); default: the one ``config.likelihood`` names. With a loss of
-        your own, the history records ``valid_loss`` (the mean per example, with the
-        means) instead of error rates, and the best epoch is chosen by it. A loss with
-        parameters of its own (an initialised learned noise scale, say) has them trained
-        alongside the network's deterministic parameters and saved in the checkpoints.
-    kvstore : str or mx.kvstore.KVStore, optional
-        "device" (the default with several devices) or "local" for one process;
-        "dist_sync" or "dist_sync_device" (or such a KVStore) to train as one worker of
-        several processes on MXNet's parameter server (start them with ``bbb-gluon
-        launch``; see :mod:`bbb_gluon.distributed`). Training data must be arrays: every
-        worker walks the same batches and takes its own shard of each (the learning rate
-        applies to the whole batch),
-        draws its own weight noise, and keeps the optimiser's state itself, so a resumed
-        run is exact. Rank 0 alone evaluates and writes ``run_dir``; every worker reads
-        it on ``resume`` (use a folder all of them see). Progress is shown by rank 0, and
-        Ctrl-C stops every worker together at the next report (``config.log_every``).
-        One ``fit`` per distributed kvstore: a second one in the same processes would
-        initialise its keys again, which the servers take for a push and wait on.
+    options : RunOptions, optional
+        A test set to watch, a distributed kvstore (``dist_sync``), more ``config.json``
+        entries, a stop after some batches: :class:`~bbb_gluon.RunOptions`.
 
     Raises
     ------
@@ -160,9 +130,11 @@ def fit(config, train, valid=None, run_dir=None, ctx=None, resume=False, progres
     -------
     TrainResult
     """
+    options = RunOptions() if options is None else options
+    if not isinstance(options, RunOptions):
+        raise TypeError(f"options must be a bbb_gluon.RunOptions, got {type(options).__name__}")
     bar, lines = progress_mode(progress)
-    run = prepare(config, train, valid, test, run_dir, ctx, resume, net, posterior, loss,
-                  kvstore)
+    run = prepare(config, train, valid, net, run_dir, resume, options)
     done = resume_run(run, resume) if resume else Progress()
     lines = lines and run.group.rank == 0  # the others have no errors to show
     if resume and lines:
@@ -171,8 +143,8 @@ def fit(config, train, valid=None, run_dir=None, ctx=None, resume=False, progres
         say_estimators(run.step)
     run.group.prepare(run.trainers)
     if run.writer:
-        write_config(run, extra_config)
-    stop = _Stop(run.group, stop_after_batches)
+        write_config(run, options.record)
+    stop = _Stop(run.group, options.stop_after_batches)
     interrupted, best_arrays = False, None
     with stop_requests() as sig, using_threads(per_context(train_threads(), run.ctxs),
                                                run.ctxs):
@@ -183,16 +155,17 @@ def fit(config, train, valid=None, run_dir=None, ctx=None, resume=False, progres
                 _save_partial(run, done, epoch, sums)
                 interrupted = True
                 break
-            best_arrays = _end_epoch(run, done, epoch, sums, restore_best) or best_arrays
+            best_arrays = _end_epoch(run, done, epoch, sums, config.restore_best) \
+                or best_arrays
             if lines:
                 say_epoch(done.history[-1], config)
             if stop.requested() or (stop.spent() and epoch + 1 < config.epochs):
                 interrupted = True
                 break
-    if restore_best and not interrupted:
+    if config.restore_best and not interrupted:
         _restore_best(run, done, best_arrays)
     result = TrainResult(run.net, run.posterior, done.history, config, run.run_dir,
-                         done.best["epoch"], interrupted)
+                         done.best["epoch"], interrupted, run.mlp)
     if interrupted:
         exc = TrainingInterrupted(f"training stopped; checkpoint in {run.run_dir}"
                                   if run.run_dir else "training stopped")

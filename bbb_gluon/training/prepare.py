@@ -35,7 +35,7 @@ from .checkpoint import (
     set_model_arrays,
 )
 from .config import TrainConfig
-from .model import build_model, check_user_model, classes_of
+from .model import MLP, as_model, build_model, check_user_model, classes_of
 
 
 @dataclass
@@ -43,6 +43,7 @@ class _Run:
     """Everything that stays fixed for a whole run."""
 
     config: TrainConfig
+    mlp: MLP | None  # the package's MLP it builds, or None for a network of the user's
     net: gluon.Block
     posterior: Posterior | None
     loss: gluon.loss.Loss | None  # the user's own loss (None: the configured likelihood)
@@ -86,55 +87,60 @@ class Progress:
     def meta(self, run, epoch, batch, partial):
         """A checkpoint's metadata at ``epoch`` (finished) and ``batch`` of the next."""
         noise = run.posterior.noise.state_dict() if run.posterior is not None else None
-        return {"format": CHECKPOINT_FORMAT, "config": run.record, "epoch": epoch,
+        return {"format": CHECKPOINT_FORMAT, "config": run.record,
+                "mlp": run.mlp.to_dict() if run.mlp is not None else None, "epoch": epoch,
                 "batch": batch, "partial": partial, "history": self.history,
                 "best": self.best, "noise": noise, **run.setup}
 
 
 # fit's own parameters, handed on as they came, so that every check reads the user's input.
-def prepare(config, train, valid, test, run_dir, ctx, resume, net, posterior, loss, kvstore):
+def prepare(config, train, valid, net, run_dir, resume, options):
     """Check the user's input, then build a ``_Run`` (see :func:`~bbb_gluon.training.fit`
     for the arguments). Every check of the input comes before anything is written (the
     run folder is created only then) or built."""
     if not isinstance(config, TrainConfig):
         raise TypeError("config must be a TrainConfig")
-    task = check_user_model(config, net, posterior, loss)
+    mlp, own = as_model(net)
+    task = check_user_model(config, own)
+    if mlp is not None:
+        mlp.check(config)
+    kvstore, test = options.kvstore, options.test
     from_loader = isinstance(train, gluon.data.DataLoader)
-    if from_loader and net is None:
-        raise ValueError("a DataLoader needs net=: the package's MLP trains from arrays")
+    if from_loader and own is None:
+        raise ValueError("a DataLoader needs a network of your own (net=): the package's "
+                         "MLP trains from arrays")
     if from_loader and kvstore in ("dist_sync", "dist_sync_device") or (
             from_loader and isinstance(kvstore, mx.kvstore.KVStore)):
         raise ValueError("distributed training takes arrays, not a DataLoader: every worker "
                          "must cut its shard from the same permutation of the same data")
-    if ctx is None and net is not None:
-        ctx = next(iter(net.collect_params().values())).list_ctx()
-    ctxs = list(ctx if isinstance(ctx, list | tuple) else [ctx or mx.current_context()])
+    ctxs = (mlp or own).contexts()
     group = WorkerGroup(kvstore)
+    user_net = own.net if own is not None else None
     if from_loader:  # its data are read batch by batch, not checked up front: its first
         # batch goes through the network (it takes the batches, or says so)
-        classes_of(net, next(iter(train))[0], ctxs[0], config.likelihood,
-                     "the DataLoader's inputs")
+        classes_of(user_net, next(iter(train))[0], ctxs[0], config.likelihood,
+                   "the DataLoader's inputs")
     else:
-        train = _check_arrays("training", *train, config, task, net, ctxs[0])
+        train = _check_arrays("training", *train, config, mlp, task, user_net, ctxs[0])
         if group.distributed:
             group.check_batches(len(train[0]), config.batch_size, len(ctxs))
     have_valid = valid is not None and len(valid[0])
-    valid = _check_arrays("validation", *valid, config, task, net, ctxs[0]) if have_valid \
-        else (None, None)
-    test = _check_arrays("test", *test, config, task, net, ctxs[0]) if test is not None \
-        else (None, None)
+    valid = _check_arrays("validation", *valid, config, mlp, task, user_net, ctxs[0]) \
+        if have_valid else (None, None)
+    test = _check_arrays("test", *test, config, mlp, task, user_net, ctxs[0]) \
+        if test is not None else (None, None)
     run_dir, latest_path, best_path = _run_folder(run_dir, resume, group.rank == 0)
     epoch_batches, num_batches = _batches(train, config, ctxs[0])
 
-    record = config.record(own_network=net is not None,
-                           own_posterior=posterior is not None)
+    record = config.record(own_posterior=own is not None and own.posterior is not None)
+    loss = own.loss if own is not None else None
     net, posterior, loss_fn, step, trainers, pi_sum = _model(
-        config, net, posterior, loss, ctxs, group, kvstore, num_batches)
+        config, mlp, own, ctxs, group, kvstore, num_batches)
     setup = {"engine": step.engine,
              "contexts": [str(c) for c in ctxs],
              "network": "mlp" if task is None else "user",
              "workers": group.num_workers}
-    return _Run(config, net, posterior, loss, loss_fn, step, trainers, group, ctxs,
+    return _Run(config, mlp, net, posterior, loss, loss_fn, step, trainers, group, ctxs,
                 epoch_batches, num_batches, pi_sum, valid, test, run_dir, latest_path,
                 best_path, setup, record, masks=_draws_masks(net))
 
@@ -180,12 +186,15 @@ def _run_folder(run_dir, resume, writer):
     return run_dir, latest_path, best_path
 
 
-def _model(config, net, posterior, loss, ctxs, group, kvstore, num_batches):
-    """The network and posterior (built from ``config`` unless given), the likelihood, the
-    step and its Trainer, over everything the step trains (a one-element list)."""
-    if net is None:
-        net, posterior = build_model(config, ctxs)
-    elif config.model == "bbb" and posterior is None:
+def _model(config, mlp, own, ctxs, group, kvstore, num_batches):
+    """The network and posterior (the MLP built, or the user's), the likelihood, the step
+    and its Trainer, over everything the step trains (a one-element list)."""
+    if own is None:
+        net, posterior = build_model(config, mlp, ctxs)
+        loss = None
+    else:
+        net, posterior, loss = own.net, own.posterior, own.loss
+    if own is not None and config.model == "bbb" and posterior is None:
         posterior = Posterior(net, mu_init=config.mu_init, mu_scale=config.mu_scale,
                               rho_init=config.rho_init, seed=config.seed)
     if posterior is not None:
@@ -231,7 +240,7 @@ def resume(run, which=True):
     network, posterior, Trainers and noise; return where training stood."""
     arrays, meta, path, broken = resume_checkpoint(run.run_dir, which)
     config = run.config
-    check_resume_config(meta["config"], run.record, path)
+    check_resume_config(meta, run.record, run.mlp, path)
     if config.epochs < meta["epoch"]:
         raise CheckpointError(f"{run.run_dir} has already finished {meta['epoch']} epochs; "
                               f"resume with epochs >= {meta['epoch']} (equal: end the run "
@@ -255,22 +264,23 @@ def resume(run, which=True):
                      meta["best"])
 
 
-def write_config(run, extra_config):
+def write_config(run, record):
+    mlp = {"mlp": run.mlp.to_dict()} if run.mlp is not None else {}
     atomic_write_text(os.path.join(run.run_dir, "config.json"),
-                      json.dumps({"train": run.record, **(extra_config or {})},
-                                 indent=1))
+                      json.dumps({"train": run.record, **mlp, **(record or {})}, indent=1))
 
 
 # prepare's view of the user's input, handed on as it came.
-def _check_arrays(name, X, y, config, task=None, net=None, ctx=None):
-    """``task``: None for the package's MLP; for a user's ``net`` ``("classes", None)``
+def _check_arrays(name, X, y, config, mlp, task=None, net=None, ctx=None):
+    """``task``: None for the package's ``mlp``; for a user's ``net`` ``("classes", None)``
     (integer labels below its output's width, or 2 for one Bernoulli logit) or
     ``("targets", None)`` (real-valued targets of any shape). A user's network takes the
     first example on ``ctx``, or the inputs are refused naming ``name``."""
     X = as_array(X, f"the {name} inputs")
     y = as_array(y, f"the {name} labels")
-    if task is None and (X.ndim != 2 or X.shape[1] != config.num_inputs):
-        raise ValueError(f"{name} inputs must have shape (N, {config.num_inputs}), got {X.shape}")
+    if task is None and (X.ndim != 2 or X.shape[1] != mlp.num_inputs):
+        raise ValueError(f"{name} inputs must have shape (N, {mlp.num_inputs}) for "
+                         f"MLP(num_inputs={mlp.num_inputs}), got {X.shape}")
     if X.ndim < 2:
         raise ValueError(f"{name} inputs must have an examples axis and the input's axes, "
                          f"(N, ...), got {X.shape}")
@@ -278,8 +288,9 @@ def _check_arrays(name, X, y, config, task=None, net=None, ctx=None):
         raise ValueError(f"the {name} inputs hold no examples (shape {X.shape})")
     if not np.isfinite(X).all():
         raise ValueError(f"{name} inputs contain NaN or infinity")
-    classes = likelihood_of(config.likelihood).num_classes(config.num_outputs)
-    if task is not None:
+    if task is None:
+        classes = likelihood_of(config.likelihood).num_classes(mlp.num_outputs)
+    else:
         classes = classes_of(net, X, ctx, config.likelihood, f"the {name} inputs")
     if task is not None and task[0] == "targets":
         if y.ndim < 1 or len(y) != len(X):

@@ -104,7 +104,8 @@ def test_train_writes_the_run_folder(trained_run, data_root):
     assert (out / "learning_curve.png").read_bytes().startswith(PNG_SIGNATURE)
 
     config = json.loads((out / "config.json").read_text())
-    assert config["train"]["hidden"] == [32] and config["train"]["epochs"] == 2
+    assert config["mlp"]["hidden"] == [32] and config["train"]["epochs"] == 2
+    assert "hidden" not in config["train"]
     assert config["train"]["model"] == "bbb" and config["train"]["eval_samples"] == 2
     assert config["data"]["subset"] == 1000 and config["data"]["dataset"] == "mnist"
 
@@ -416,7 +417,7 @@ def test_resume_with_an_unreadable_config(run_copy):
 def test_resume_of_a_checkpoint_from_another_architecture(run_copy):
     path = run_copy / "config.json"
     config = json.loads(path.read_text())
-    config["train"]["hidden"] = [16]
+    config["mlp"]["hidden"] = [16]
     path.write_text(json.dumps(config))
     before = snapshot(run_copy)
     status, _, stderr = run_in_process(["train", "--out", str(run_copy), "--resume",
@@ -545,16 +546,17 @@ def test_the_options_defaults_are_the_librarys(monkeypatch):
 
     from bbb_gluon.bandit import BanditConfig
     from bbb_gluon.cli.parser import build_parser
-    from bbb_gluon.training import TrainConfig
+    from bbb_gluon.training import MLP, TrainConfig
 
     def changed(cls, name, value):
         field = {f.name: f for f in dataclasses.fields(cls)}[name]
         monkeypatch.setattr(field, "default", value)
 
     for name, value in (("batch_size", 96), ("lr", 2e-3), ("rho_init", -4.5),
-                        ("weighting", "blundell"), ("hidden", (50,)), ("eval_samples", 3),
-                        ("epochs", 7), ("seed", 5)):
+                        ("weighting", "blundell"), ("eval_samples", 3), ("epochs", 7),
+                        ("seed", 5)):
         changed(TrainConfig, name, value)
+    changed(MLP, "hidden", (50,))
     changed(BanditConfig, "steps", 1234)
     changed(BanditConfig, "rho_init", -4.0)
     parser = build_parser()
@@ -628,7 +630,8 @@ def test_recipe_paper_sets_its_options_and_given_options_win(data_root, tmp_path
     assert train["rho_init"] == [-3.5, -3.0]
     assert data["num_valid"] == 0 and data["monitor_test"] is True
     # Given beside the recipe: these win.
-    assert train["hidden"] == [16] and train["epochs"] == 2 and train["lr_decay_epochs"] == [1]
+    assert stored["mlp"]["hidden"] == [16]
+    assert train["epochs"] == 2 and train["lr_decay_epochs"] == [1]
     metrics = json.loads((out / "metrics.json").read_text())
     assert metrics["selected_by"] == "end of training (no validation split)"
     assert metrics["best_epoch"] == 2 and metrics["test_samples"] == 3

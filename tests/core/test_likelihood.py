@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from mxnet import autograd, gluon
 
-from bbb_gluon import BBBLoss, GaussianPrior, TrainConfig
+from bbb_gluon import MLP, BBBLoss, GaussianPrior, TrainConfig
 from bbb_gluon.core.likelihood import (
     LIKELIHOODS,
     BernoulliLikelihood,
@@ -82,11 +82,12 @@ def test_each_likelihood_makes_its_predictive_of_the_outputs():
 @pytest.mark.parametrize("name, fits, refused", [("softmax", 2, 1), ("bernoulli", 1, 2)])
 def test_the_training_configuration_asks_the_likelihood_what_fits(name, fits, refused):
     assert likelihood_of(name).fits(fits) and not likelihood_of(name).fits(refused)
-    TrainConfig(likelihood=name, num_outputs=fits)
+    config = TrainConfig(likelihood=name)
+    MLP(num_outputs=fits).check(config)
     with pytest.raises(ValueError, match=f"the {name} likelihood needs num_outputs"):
-        TrainConfig(likelihood=name, num_outputs=refused)
+        MLP(num_outputs=refused).check(config)
     with pytest.raises(ValueError, match="'softmax' or 'bernoulli' for training"):
-        TrainConfig(likelihood="gaussian", num_outputs=1)
+        TrainConfig(likelihood="gaussian")
 
 
 @pytest.mark.parametrize("name, kind", [

@@ -23,9 +23,10 @@ import mxnet as mx
 import numpy as np
 
 from bbb_gluon.data import load_dataset
-from bbb_gluon.training import TrainConfig, TrainingInterrupted, fit
+from bbb_gluon.training import MLP, RunOptions, TrainConfig, TrainingInterrupted, fit
 
-CONFIG = dict(hidden=(16,), epochs=2, batch_size=64, eval_samples=0, seed=3, lr=0.01)
+CONFIG = dict(epochs=2, batch_size=64, eval_samples=0, seed=3, lr=0.01)
+NET = MLP(hidden=(16,))  # the network of every run here
 
 
 def config(model, engine):
@@ -69,9 +70,10 @@ def main():
     if len(sys.argv) > 5:
         cfg = dataclasses.replace(cfg, epochs=int(sys.argv[5]))
     try:
-        result = fit(cfg, splits.train, splits.valid, run_dir=run_dir,
-                     ctx=mx.cpu(0), kvstore=kv, progress=False, resume=mode == "resume",
-                     stop_after_batches=7 if mode == "stop" else None)
+        result = fit(cfg, splits.train, splits.valid, net=dataclasses.replace(NET, ctx=mx.cpu(0)),
+                     run_dir=run_dir, progress=False, resume=mode == "resume",
+                     options=RunOptions(kvstore=kv,
+                                        stop_after_batches=7 if mode == "stop" else None))
     except TrainingInterrupted:
         return 0
     save(result, out, kv.rank)

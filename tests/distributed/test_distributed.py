@@ -6,6 +6,7 @@ process behind. Two workers with one device each must end with the parameters th
 process with two devices reaches on the same batches and noise.
 """
 
+import dataclasses
 import json
 import os
 import signal
@@ -138,7 +139,8 @@ def single_process(model, engine):
     """One process, two devices: the run two workers must reproduce."""
     splits = dist_worker.data()
     return fit(dist_worker.config(model, engine), splits.train, splits.valid,
-               ctx=[mx.cpu(0), mx.cpu(1)], progress=False)
+               net=dataclasses.replace(dist_worker.NET, ctx=[mx.cpu(0), mx.cpu(1)]),
+               progress=False)
 
 
 def arrays_of(result):
@@ -194,11 +196,12 @@ def test_a_distributed_run_resumed_from_its_checkpoint_continues_the_same_run(da
 def test_a_dataloader_is_refused_before_connecting():
     X = np.zeros((64, 784), dtype=np.float32)
     loader = gluon.data.DataLoader(gluon.data.ArrayDataset(X, np.zeros(64)), batch_size=32)
-    net = dist_worker.config("plain", "auto")
-    from bbb_gluon.training import build_mlp
+    config = dist_worker.config("plain", "auto")
+    from bbb_gluon.training import RunOptions, build_mlp
 
     with pytest.raises(ValueError, match="arrays, not a DataLoader"):
-        fit(net, loader, net=build_mlp((8,)), kvstore="dist_sync", progress=False)
+        fit(config, loader, net=build_mlp((8,)), options=RunOptions(kvstore="dist_sync"),
+            progress=False)
 
 
 def test_a_distributed_checkpoint_is_not_resumed_by_one_process(data_root, tmp_path):
@@ -208,7 +211,8 @@ def test_a_distributed_checkpoint_is_not_resumed_by_one_process(data_root, tmp_p
 
     with pytest.raises(CheckpointError, match="workers 2"):
         fit(dist_worker.config("bbb", "auto"), splits.train, splits.valid,
-            run_dir=tmp_path / "run", ctx=mx.cpu(0), resume=True, progress=False)
+            net=dataclasses.replace(dist_worker.NET, ctx=mx.cpu(0)), run_dir=tmp_path / "run",
+            resume=True, progress=False)
 
 
 def test_a_killed_worker_stops_the_whole_run(data_root, tmp_path):

@@ -17,7 +17,7 @@ import pytest
 import bbb_gluon.prediction
 import bbb_gluon.training.loop
 from bbb_gluon._kernels import fused, threads
-from bbb_gluon.training import TrainConfig, build_mlp, fit
+from bbb_gluon.training import MLP, TrainConfig, build_mlp, fit
 
 needs_kernels = pytest.mark.skipif(not fused.available(), reason="fused kernels unavailable")
 
@@ -160,7 +160,7 @@ def test_a_cnn_trained_with_fewer_threads_than_it_predicts_with_does_not_crash()
         X = rng.uniform(size=(256, 1, 28, 28)).astype(np.float32)
         y = np.arange(256) % 10
         config = bbb.TrainConfig(model="bbb", epochs=2, batch_size=128, eval_samples=2)
-        bbb.fit(config, (X, y), (X, y), net=net, posterior=posterior, progress=False)
+        bbb.fit(config, (X, y), (X, y), net=bbb.Network(net, posterior), progress=False)
         probs = bbb.predict_proba(net, posterior, X, samples=2, batch_size=128)
         print(int(np.isfinite(probs).all()), *bbb.threads.current())
     """
@@ -229,8 +229,8 @@ def test_fit_trains_and_evaluates_with_their_counts(monkeypatch):
     rng = np.random.default_rng(0)
     X = rng.normal(size=(64, 784)).astype(np.float32)
     y = rng.integers(0, 10, 64)
-    fit(TrainConfig(hidden=(8,), epochs=2, batch_size=32, eval_samples=0), (X, y), (X, y),
-        progress=False)
+    fit(TrainConfig(epochs=2, batch_size=32, eval_samples=0), (X, y), (X, y),
+        net=MLP(hidden=(8,)), progress=False)
     assert seen == [1, 2, 2]  # the training loop once, then the evaluation of each epoch
 
 

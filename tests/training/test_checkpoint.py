@@ -44,9 +44,8 @@ def adam_run(tmp_path_factory):
     rng = np.random.default_rng(0)
     X = rng.uniform(size=(64, 784)).astype(np.float32)
     run = tmp_path_factory.mktemp("runs") / "adam"
-    bbb.fit(bbb.TrainConfig(hidden=(8,), epochs=1, batch_size=32, eval_samples=0,
-                            optimizer="adam"), (X, np.arange(64) % 10), run_dir=run,
-            progress=False)
+    bbb.fit(bbb.TrainConfig(epochs=1, batch_size=32, eval_samples=0, optimizer="adam"),
+            (X, np.arange(64) % 10), net=bbb.MLP(hidden=(8,)), run_dir=run, progress=False)
     return run
 
 

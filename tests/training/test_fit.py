@@ -22,6 +22,7 @@ import pytest
 from mxnet import gluon
 from mxnet.gluon import nn
 
+from bbb_gluon import MLP, Network, RunOptions
 from bbb_gluon._kernels import threads
 from bbb_gluon.core.engines import reference_step
 from bbb_gluon.core.loss import BBBLoss, complexity_cost
@@ -60,8 +61,12 @@ def mnist_300(data_root):
     return load_dataset("mnist", root=data_root, subset=300, num_valid=300)
 
 
+# The tests' network unless one says otherwise: about 0.1 s per epoch on 300 images.
+SMALL = MLP(hidden=(32,))
+
+
 def tiny(model="bbb", **kw):
-    base = dict(model=model, hidden=(32,), epochs=2, batch_size=64, eval_samples=2, seed=0)
+    base = dict(model=model, epochs=2, batch_size=64, eval_samples=2, seed=0)
     base.update(kw)
     return TrainConfig(**base)
 
@@ -111,10 +116,11 @@ def no_temp_files(run_dir):
     pytest.param("dropout", 0.35, {}, id="dropout"),
 ])
 def test_two_epochs_on_mnist_subset(mnist_2000, tmp_path, model, bound, extra):
-    config = TrainConfig(model=model, hidden=(64,), epochs=2, batch_size=32, lr=3e-3,
+    config = TrainConfig(model=model, epochs=2, batch_size=32, lr=3e-3,
                          eval_samples=2, seed=0, **extra)
     run_dir = tmp_path / "run"
-    result = fit(config, mnist_2000.train, mnist_2000.valid, run_dir=run_dir, progress=False)
+    result = fit(config, mnist_2000.train, mnist_2000.valid, net=MLP(hidden=(64,)),
+                 run_dir=run_dir, progress=False)
     history = result.history
 
     assert [row["epoch"] for row in history] == [1, 2]
@@ -145,6 +151,9 @@ def test_two_epochs_on_mnist_subset(mnist_2000, tmp_path, model, bound, extra):
     assert no_temp_files(run_dir) == []
     stored = json.loads((run_dir / "config.json").read_text())
     assert stored["train"] == config.to_dict()
+    assert stored["mlp"] == {"hidden": [64], "activation": "relu", "num_inputs": 784,
+                             "num_outputs": 10, "dropout": 0.5}
+    assert result.mlp == MLP(hidden=(64,))
     assert json.loads((run_dir / "history.json").read_text()) == history
     with open(run_dir / "history.csv", newline="") as f:
         reader = csv.DictReader(f)
@@ -175,7 +184,7 @@ def test_history_complexity_cost_is_the_weighted_complexity(mnist_300):
     complexity cost sum_i pi_i C_i is about C of the posterior at the end of the epoch
     (C changes by a few percent per epoch in this run)."""
     config = tiny("bbb", batch_size=32, epochs=2, eval_samples=0)
-    result = fit(config, mnist_300.train, mnist_300.valid, progress=False)
+    result = fit(config, mnist_300.train, mnist_300.valid, net=SMALL, progress=False)
     prior = config.prior
     post = result.posterior
     estimates = [float(complexity_cost(post.sample(), prior, "mc").asscalar())
@@ -184,7 +193,7 @@ def test_history_complexity_cost_is_the_weighted_complexity(mnist_300):
 
 
 def test_fit_without_run_dir_or_validation(mnist_300):
-    result = fit(tiny("plain", epochs=1), mnist_300.train, progress=False)
+    result = fit(tiny("plain", epochs=1), mnist_300.train, net=SMALL, progress=False)
     assert result.run_dir is None
     assert len(result.history) == 1
     assert "valid_error" not in result.history[0]
@@ -208,7 +217,7 @@ def test_progress_bars_only_where_watched_and_a_line_per_epoch(mnist_300, capsys
     for stream, bar in ((Terminal(), True), (io.StringIO(), False)):
         monkeypatch.setattr(sys, "stderr", stream)
         assert progress.progress_mode(True) == (bar, True)
-        result = fit(tiny("bbb", eval_samples=2), mnist_300.train, mnist_300.valid,
+        result = fit(tiny("bbb", eval_samples=2), mnist_300.train, mnist_300.valid, net=SMALL,
                      progress=True)
         assert ("epoch 1/2" in stream.getvalue()) == bar  # tqdm's bar, on stderr
         lines = capsys.readouterr().out.splitlines()
@@ -218,20 +227,20 @@ def test_progress_bars_only_where_watched_and_a_line_per_epoch(mnist_300, capsys
                     f"{100 * row['valid_error_mc']:.2f}% with 2 samples") in line
     assert progress.progress_mode("lines") == (False, True)
     assert progress.progress_mode(False) == (False, False)
-    fit(tiny("plain", epochs=1), mnist_300.train, progress=False)
+    fit(tiny("plain", epochs=1), mnist_300.train, net=SMALL, progress=False)
     assert capsys.readouterr().out == ""
     with pytest.raises(ValueError, match="progress must be"):
-        fit(tiny("plain", epochs=1), mnist_300.train, progress="bar")
+        fit(tiny("plain", epochs=1), mnist_300.train, net=SMALL, progress="bar")
 
 
 @pytest.mark.parametrize("model", ["bbb", "dropout"])
 def test_resume_after_an_epoch_matches_uninterrupted_run(mnist_300, tmp_path, model):
-    full = fit(tiny(model), mnist_300.train, mnist_300.valid, run_dir=tmp_path / "a",
+    full = fit(tiny(model), mnist_300.train, mnist_300.valid, net=SMALL, run_dir=tmp_path / "a",
                progress=False)
-    first = fit(tiny(model, epochs=1), mnist_300.train, mnist_300.valid,
+    first = fit(tiny(model, epochs=1), mnist_300.train, mnist_300.valid, net=SMALL,
                 run_dir=tmp_path / "b", progress=False)
     assert len(first.history) == 1
-    resumed = fit(tiny(model), mnist_300.train, mnist_300.valid, run_dir=tmp_path / "b",
+    resumed = fit(tiny(model), mnist_300.train, mnist_300.valid, net=SMALL, run_dir=tmp_path / "b",
                   resume=True, progress=False)
     assert_same_history(resumed.history, full.history)
     assert_same_history(json.loads((tmp_path / "b" / "history.json").read_text()),
@@ -242,7 +251,7 @@ def test_resume_after_an_epoch_matches_uninterrupted_run(mnist_300, tmp_path, mo
 def test_a_checkpoint_of_an_earlier_format_is_refused_saying_so(mnist_300, tmp_path):
     from bbb_gluon._files import array_json, json_array
 
-    fit(tiny("bbb", epochs=1), mnist_300.train, mnist_300.valid, run_dir=tmp_path,
+    fit(tiny("bbb", epochs=1), mnist_300.train, mnist_300.valid, net=SMALL, run_dir=tmp_path,
         progress=False)
     path = tmp_path / "checkpoints" / "latest.params"
     arrays = mx.nd.load(str(path))
@@ -252,9 +261,37 @@ def test_a_checkpoint_of_an_earlier_format_is_refused_saying_so(mnist_300, tmp_p
     mx.nd.save(str(path), arrays)
     before = path.read_bytes()
     with pytest.raises(CheckpointError, match="earlier bbb_gluon in bbb_gluon.checkpoint/1"):
-        fit(tiny("bbb"), mnist_300.train, mnist_300.valid, run_dir=tmp_path, resume=True,
-            progress=False)
+        fit(tiny("bbb"), mnist_300.train, mnist_300.valid, net=SMALL, run_dir=tmp_path,
+            resume=True, progress=False)
     assert path.read_bytes() == before  # nothing overwritten
+
+
+def test_a_run_written_when_trainconfig_held_the_mlp_still_loads_and_resumes(mnist_300,
+                                                                           tmp_path):
+    from bbb_gluon._files import array_json, json_array
+
+    fit(tiny("bbb", epochs=1), mnist_300.train, mnist_300.valid, net=SMALL, run_dir=tmp_path,
+        progress=False)
+    # as fit wrote them then: the MLP's settings inside the "train" record, no "mlp" entry
+    for name in ("latest.params", "best.params"):
+        path = tmp_path / "checkpoints" / name
+        arrays = mx.nd.load(str(path))
+        meta = array_json(arrays["__meta__"])
+        meta["config"].update(meta.pop("mlp"))
+        arrays["__meta__"] = json_array(meta)
+        mx.nd.save(str(path), arrays)
+    stored = json.loads((tmp_path / "config.json").read_text())
+    stored["train"].update(stored.pop("mlp"))
+    (tmp_path / "config.json").write_text(json.dumps(stored))
+    net, _, config, meta = load_run(tmp_path, "latest")
+    assert config == tiny("bbb", epochs=1) and meta["mlp"]["hidden"] == [32]
+    assert net[0].weight.shape == (32, 784)
+    with pytest.raises(CheckpointError, match="hidden is \\[32\\] there, \\[16\\] here"):
+        fit(tiny("bbb"), mnist_300.train, mnist_300.valid, net=MLP(hidden=(16,)),
+            run_dir=tmp_path, resume=True, progress=False)
+    resumed = fit(tiny("bbb"), mnist_300.train, mnist_300.valid, net=SMALL, run_dir=tmp_path,
+                  resume=True, progress=False)
+    assert [row["epoch"] for row in resumed.history] == [1, 2]
 
 
 @pytest.mark.parametrize("model", ["bbb", "dropout"])
@@ -263,8 +300,8 @@ def test_stop_after_batches_saves_a_checkpoint(mnist_300, tmp_path, model, stop)
     run_dir = tmp_path / "run"
     num_batches = 5  # 300 examples, batches of 64
     with pytest.raises(TrainingInterrupted) as info:
-        fit(tiny(model), mnist_300.train, mnist_300.valid, run_dir=run_dir, progress=False,
-            stop_after_batches=stop)
+        fit(tiny(model), mnist_300.train, mnist_300.valid, net=SMALL, run_dir=run_dir,
+            progress=False, options=RunOptions(stop_after_batches=stop))
     result = info.value.result
     assert result.interrupted
     assert str(run_dir) in str(info.value)
@@ -289,12 +326,12 @@ def _stop_cases():
 def test_resume_after_stop_after_batches_matches_uninterrupted_run(mnist_300, tmp_path,
                                                                    model, engine, stop):
     config = tiny(model, engine=engine)
-    full = fit(config, mnist_300.train, mnist_300.valid, progress=False)
+    full = fit(config, mnist_300.train, mnist_300.valid, net=SMALL, progress=False)
     run_dir = tmp_path / "run"
     with pytest.raises(TrainingInterrupted):
-        fit(config, mnist_300.train, mnist_300.valid, run_dir=run_dir, progress=False,
-            stop_after_batches=stop)
-    resumed = fit(config, mnist_300.train, mnist_300.valid, run_dir=run_dir,
+        fit(config, mnist_300.train, mnist_300.valid, net=SMALL, run_dir=run_dir, progress=False,
+            options=RunOptions(stop_after_batches=stop))
+    resumed = fit(config, mnist_300.train, mnist_300.valid, net=SMALL, run_dir=run_dir,
                   resume=True, progress=False)
     assert not resumed.interrupted
     assert_same_history(resumed.history, full.history)
@@ -307,7 +344,7 @@ _KILL_SCRIPT = """
 import json, os, signal, sys
 import bbb_gluon._kernels.fused, bbb_gluon.training.loop
 from bbb_gluon.data import load_dataset
-from bbb_gluon.training import TrainConfig, fit
+from bbb_gluon.training import MLP, TrainConfig, fit
 root, run_dir, config, where = sys.argv[1], sys.argv[2], json.loads(sys.argv[3]), sys.argv[4]
 die = lambda: os.kill(os.getpid(), signal.SIGKILL)
 calls = {"n": 0}
@@ -336,7 +373,8 @@ elif where == "during-checkpoint":  # epoch 2's latest.params written but not ye
         replace(src, dst)
     os.replace = killing_replace
 splits = load_dataset("mnist", root=root, subset=300, num_valid=300)
-fit(TrainConfig(**config), splits.train, splits.valid, run_dir=run_dir, progress=False)
+fit(TrainConfig(**config), splits.train, splits.valid, net=MLP(hidden=(32,)), run_dir=run_dir,
+    progress=False)
 """
 
 
@@ -369,7 +407,8 @@ def test_sigkill_then_resume_matches_uninterrupted_run(data_root, mnist_300, tmp
                                                        where, saved_epoch):
     config = tiny("bbb", epochs=4, engine="fused")
     full_dir, run_dir = tmp_path / "full", tmp_path / "run"
-    full = fit(config, mnist_300.train, mnist_300.valid, run_dir=full_dir, progress=False)
+    full = fit(config, mnist_300.train, mnist_300.valid, net=SMALL, run_dir=full_dir,
+               progress=False)
     proc = subprocess.run([sys.executable, "-c", _KILL_SCRIPT, str(data_root), str(run_dir),
                            json.dumps(config.to_dict()), where], capture_output=True,
                           text=True, timeout=300, env=_this_threads_env())
@@ -381,8 +420,8 @@ def test_sigkill_then_resume_matches_uninterrupted_run(data_root, mnist_300, tmp
     history = json.loads((run_dir / "history.json").read_text())
     assert [row["epoch"] for row in history] == list(range(1, saved_epoch + 1))
 
-    resumed = fit(config, mnist_300.train, mnist_300.valid, run_dir=run_dir, resume=True,
-                  progress=False)
+    resumed = fit(config, mnist_300.train, mnist_300.valid, net=SMALL, run_dir=run_dir,
+                  resume=True, progress=False)
     assert_same_history(resumed.history, full.history)
     assert_same_params(resumed, full)
     resumed_states, full_states = _trainer_states(run_dir), _trainer_states(full_dir)
@@ -398,7 +437,7 @@ def test_sigkill_then_resume_matches_uninterrupted_run(data_root, mnist_300, tmp
 @pytest.fixture
 def finished_run(mnist_300, tmp_path):
     run_dir = tmp_path / "run"
-    fit(tiny("plain", epochs=1), mnist_300.train, mnist_300.valid, run_dir=run_dir,
+    fit(tiny("plain", epochs=1), mnist_300.train, mnist_300.valid, net=SMALL, run_dir=run_dir,
         progress=False)
     return run_dir
 
@@ -433,19 +472,20 @@ def test_a_corrupt_latest_checkpoint_resumes_from_the_best_one(mnist_300, tmp_pa
     """The best checkpoint holds the optimiser states: a run whose latest one is corrupt
     continues from it exactly (here it is an epoch older), says so in one line, and keeps
     the corrupt file."""
-    full = fit(tiny("bbb", epochs=3), mnist_300.train, run_dir=tmp_path / "full",
+    full = fit(tiny("bbb", epochs=3), mnist_300.train, net=SMALL, run_dir=tmp_path / "full",
                progress=False)
     run_dir = tmp_path / "run"
-    fit(tiny("bbb", epochs=1), mnist_300.train, run_dir=run_dir, progress=False)
+    fit(tiny("bbb", epochs=1), mnist_300.train, net=SMALL, run_dir=run_dir, progress=False)
     best = run_dir / "checkpoints" / "best.params"
     after_one = best.read_bytes()
-    fit(tiny("bbb", epochs=2), mnist_300.train, run_dir=run_dir, resume=True, progress=False)
+    fit(tiny("bbb", epochs=2), mnist_300.train, net=SMALL, run_dir=run_dir, resume=True,
+        progress=False)
     best.write_bytes(after_one)  # the best epoch was the first (no validation split here)
     latest = run_dir / "checkpoints" / "latest.params"
     corrupt(latest)
     broken = latest.read_bytes()
     capfd.readouterr()
-    resumed = fit(tiny("bbb", epochs=3), mnist_300.train, run_dir=run_dir, resume=True,
+    resumed = fit(tiny("bbb", epochs=3), mnist_300.train, net=SMALL, run_dir=run_dir, resume=True,
                   progress=False)
     notice = [line for line in capfd.readouterr().err.splitlines() if line.strip()]
     assert len(notice) == 1, notice
@@ -474,15 +514,15 @@ def test_a_corrupt_latest_checkpoint_beside_an_old_best_one_is_refused_with_the_
     _without_optimiser_states(finished_run / "checkpoints" / "best.params")
     before = snapshot(finished_run)
     with pytest.raises(CheckpointError, match=re.escape(str(latest))) as info:
-        fit(tiny("plain", epochs=2), mnist_300.train, mnist_300.valid, run_dir=finished_run,
-            resume=True, progress=False)
+        fit(tiny("plain", epochs=2), mnist_300.train, mnist_300.valid, net=SMALL,
+            run_dir=finished_run, resume=True, progress=False)
     assert f"bbb-gluon train --out {finished_run} --resume best" in str(info.value)
     assert 'resume="best"' in str(info.value)
     with pytest.raises(CheckpointError, match=re.escape(str(latest))):
         load_run(finished_run, "latest")
     assert snapshot(finished_run) == before  # the corrupt file is kept, nothing written
     capfd.readouterr()
-    resumed = fit(tiny("plain", epochs=2), mnist_300.train, mnist_300.valid,
+    resumed = fit(tiny("plain", epochs=2), mnist_300.train, mnist_300.valid, net=SMALL,
                   run_dir=finished_run, resume="best", progress=False)
     assert [row["epoch"] for row in resumed.history] == [1, 2]
     err = capfd.readouterr().err
@@ -496,11 +536,11 @@ def test_resume_from_the_best_checkpoint_only_when_the_latest_is_lost(mnist_300,
     before = snapshot(finished_run)
     with pytest.raises(CheckpointError, match="intact .after epoch 1.: continue it with "
                                               "--resume"):
-        fit(tiny("plain", epochs=2), mnist_300.train, mnist_300.valid, run_dir=finished_run,
-            resume="best", progress=False)
+        fit(tiny("plain", epochs=2), mnist_300.train, mnist_300.valid, net=SMALL,
+            run_dir=finished_run, resume="best", progress=False)
     with pytest.raises(ValueError, match="resume must be"):
-        fit(tiny("plain", epochs=2), mnist_300.train, mnist_300.valid, run_dir=finished_run,
-            resume="latest", progress=False)
+        fit(tiny("plain", epochs=2), mnist_300.train, mnist_300.valid, net=SMALL,
+            run_dir=finished_run, resume="latest", progress=False)
     assert snapshot(finished_run) == before
 
 
@@ -510,19 +550,25 @@ def test_a_run_whose_checkpoints_are_both_corrupt_is_refused(mnist_300, finished
     before = snapshot(finished_run)
     for resume in (True, "best"):
         with pytest.raises(CheckpointError, match="cannot continue"):
-            fit(tiny("plain", epochs=2), mnist_300.train, mnist_300.valid,
+            fit(tiny("plain", epochs=2), mnist_300.train, mnist_300.valid, net=SMALL,
                 run_dir=finished_run, resume=resume, progress=False)
     assert snapshot(finished_run) == before
 
 
-@pytest.mark.parametrize("change, field", [({"hidden": (16,)}, "hidden"),
-                                           ({"hidden": (32, 32)}, "hidden"),
-                                           ({"model": "bbb"}, "model"),
-                                           ({"activation": "tanh"}, "activation")])
-def test_resume_with_another_architecture(mnist_300, finished_run, change, field):
+@pytest.mark.parametrize("change, mlp, field", [
+    ({}, {"hidden": (16,)}, "hidden"),
+    ({}, {"hidden": (32, 32)}, "hidden"),
+    ({"model": "bbb"}, {}, "model"),
+    ({}, {"activation": "tanh"}, "activation"),
+])
+def test_resume_with_another_architecture(mnist_300, finished_run, change, mlp, field):
     before = snapshot(finished_run)
     with pytest.raises(CheckpointError, match=field):
         fit(tiny(**{"model": "plain", "epochs": 2, **change}), mnist_300.train, mnist_300.valid,
+            net=dataclasses.replace(SMALL, **mlp), run_dir=finished_run, resume=True,
+            progress=False)
+    with pytest.raises(CheckpointError, match="package MLP, not of a network of your own"):
+        fit(tiny("plain", epochs=2), images(mnist_300.train), net=small_cnn(),
             run_dir=finished_run, resume=True, progress=False)
     assert snapshot(finished_run) == before
 
@@ -530,9 +576,9 @@ def test_resume_with_another_architecture(mnist_300, finished_run, change, field
 def test_fit_into_an_existing_run_without_resume(mnist_300, finished_run):
     before = snapshot(finished_run)
     assert "checkpoints/latest.params" in before
-    for config in (tiny("plain", epochs=1), tiny("bbb", hidden=(8,))):
+    for config, net in ((tiny("plain", epochs=1), SMALL), (tiny("bbb"), MLP(hidden=(8,)))):
         with pytest.raises(CheckpointError, match="already holds a run"):
-            fit(config, mnist_300.train, mnist_300.valid, run_dir=finished_run,
+            fit(config, mnist_300.train, mnist_300.valid, net=net, run_dir=finished_run,
                 progress=False)
     assert snapshot(finished_run) == before
 
@@ -541,14 +587,14 @@ def test_resume_needs_a_run(mnist_300, tmp_path):
     empty = tmp_path / "empty"
     empty.mkdir()
     with pytest.raises(CheckpointError, match="not a run folder"):
-        fit(tiny("plain"), mnist_300.train, run_dir=empty, resume=True, progress=False)
+        fit(tiny("plain"), mnist_300.train, net=SMALL, run_dir=empty, resume=True, progress=False)
     assert list(empty.iterdir()) == []
     with pytest.raises(CheckpointError):
-        fit(tiny("plain"), mnist_300.train, run_dir=tmp_path / "missing", resume=True,
+        fit(tiny("plain"), mnist_300.train, net=SMALL, run_dir=tmp_path / "missing", resume=True,
             progress=False)
     assert not (tmp_path / "missing").exists()
     with pytest.raises(ValueError, match="run_dir"):
-        fit(tiny("plain"), mnist_300.train, resume=True, progress=False)
+        fit(tiny("plain"), mnist_300.train, net=SMALL, resume=True, progress=False)
 
 
 def test_load_run_on_something_that_is_not_a_run(finished_run, tmp_path):
@@ -573,8 +619,10 @@ def test_load_run_on_something_that_is_not_a_run(finished_run, tmp_path):
 def test_plain_two_cpu_contexts_match_one(mnist_300):
     # 300 examples in batches of 45: uneven device slices, last batch of 30.
     config = tiny("plain", epochs=1, batch_size=45)
-    one = fit(config, mnist_300.train, ctx=mx.cpu(0), progress=False)
-    two = fit(config, mnist_300.train, ctx=[mx.cpu(0), mx.cpu(1)], progress=False)
+    one = fit(config, mnist_300.train, net=dataclasses.replace(SMALL, ctx=mx.cpu(0)),
+              progress=False)
+    two = fit(config, mnist_300.train, net=dataclasses.replace(SMALL, ctx=[mx.cpu(0), mx.cpu(1)]),
+              progress=False)
     params_one = one.net._collect_params_with_prefix()
     params_two = two.net._collect_params_with_prefix()
     assert list(params_one) == list(params_two) == ["0.weight", "0.bias", "1.weight",
@@ -637,7 +685,7 @@ def test_bbb_step_two_devices_with_the_same_noise_equal_one_device(mnist_300):
 
 def test_bbb_fit_on_two_cpu_contexts_keeps_replicas_in_sync(mnist_300):
     result = fit(tiny("bbb", epochs=3, lr=0.01), mnist_300.train, mnist_300.valid,
-                 ctx=[mx.cpu(0), mx.cpu(1)], progress=False)
+                 net=dataclasses.replace(SMALL, ctx=[mx.cpu(0), mx.cpu(1)]), progress=False)
     post = result.posterior
     for a, b in zip(post.mu(mx.cpu(0)) + post.rho(mx.cpu(0)),
                     post.mu(mx.cpu(1)) + post.rho(mx.cpu(1)), strict=True):
@@ -662,13 +710,9 @@ BAD_SETTINGS = [
     ({"batch_size": 0}, "batch_size must be an integer >= 1"),
     ({"samples": 0}, "samples"),
     ({"eval_samples": -1}, "eval_samples"),
-    ({"hidden": ()}, "hidden"),
-    ({"hidden": (32, 0)}, "hidden"),
-    ({"dropout": 1.0}, "dropout"),
     ({"optimizer": "rmsprop"}, "optimizer"),
     ({"weighting": "geometric"}, "weighting"),
     ({"weighting": -0.5}, "weighting"),
-    ({"likelihood": "bernoulli"}, "num_outputs=1"),
     ({"prior": {"kind": "scale_mixture", "pi": 0.5, "sigma1": 0.1, "sigma2": 0.1}},
      "sigma1 must be larger than sigma2"),
     ({"prior": {"kind": "scale_mixture", "pi": 0.5, "sigma1": 0.01, "sigma2": 1.0}},
@@ -773,7 +817,7 @@ def test_bad_data_raises_value_error_before_any_work(mnist_300, tmp_path, split,
     train, valid = mnist_300.train, mnist_300.valid
     if spoil is _empty and split == "validation":
         valid = spoil(*valid)  # no validation examples: trained without validation
-        assert "valid_error" not in fit(tiny("bbb", epochs=1), train, valid,
+        assert "valid_error" not in fit(tiny("bbb", epochs=1), train, valid, net=SMALL,
                                         progress=False).history[0]
         return
     if split == "training":
@@ -782,22 +826,69 @@ def test_bad_data_raises_value_error_before_any_work(mnist_300, tmp_path, split,
         valid = spoil(*valid)
     run_dir = tmp_path / "run"
     with pytest.raises(ValueError, match=message) as info:
-        fit(tiny("bbb"), train, valid, run_dir=run_dir, progress=False)
+        fit(tiny("bbb"), train, valid, net=SMALL, run_dir=run_dir, progress=False)
     assert split in str(info.value)
     assert not run_dir.exists()
 
 
 def test_fit_needs_a_train_config(mnist_300):
     with pytest.raises(TypeError, match="TrainConfig"):
-        fit(tiny("plain").to_dict(), mnist_300.train, progress=False)
+        fit(tiny("plain").to_dict(), mnist_300.train, net=SMALL, progress=False)
 
 
 def test_config_round_trips_and_rejects_unknown_keys():
-    config = tiny("bbb", hidden=[20, 10], weighting=0.25)
-    assert config.hidden == (20, 10)
+    config = tiny("bbb", weighting=0.25, restore_best=True)
     assert TrainConfig.from_dict(json.loads(json.dumps(config.to_dict()))) == config
     with pytest.raises(ValueError, match="unknown configuration keys"):
         TrainConfig.from_dict({**config.to_dict(), "learning_rate": 0.1})
+    mlp = MLP(hidden=[20, 10], activation="tanh", num_inputs=5, num_outputs=1, dropout=0.2)
+    assert mlp.hidden == (20, 10) and "hidden" not in config.to_dict()
+    assert MLP.from_dict(json.loads(json.dumps(mlp.to_dict()))) == mlp
+    # a record written when TrainConfig held the MLP's settings still reads
+    old = {**config.to_dict(), **mlp.to_dict()}
+    assert TrainConfig.from_dict(old) == config
+
+
+@pytest.mark.parametrize("bad, match", [
+    (dict(hidden=()), "hidden must be a non-empty list"),
+    (dict(hidden=(8, 0)), "hidden must be a non-empty list"),
+    (dict(activation="swish"), "unknown activation 'swish'"),
+    (dict(num_inputs=0), "num_inputs"),
+    (dict(dropout=1.0), r"dropout must lie in \[0, 1\)"),
+    (dict(hidden=(50_000,), num_inputs=50_000), "makes a weight array of 2,500,000,000"),
+])
+def test_a_bad_mlp_is_refused_when_made(bad, match):
+    with pytest.raises(ValueError, match=match):
+        MLP(**bad)
+
+
+def test_old_keywords_are_refused_naming_the_new_form():
+    with pytest.raises(TypeError, match=r"TrainConfig\(\) takes no hidden, dropout: .*"
+                                        r"net=bbb.MLP\(hidden=\(8,\), dropout=0.1\)"):
+        TrainConfig(hidden=(8,), dropout=0.1)
+    for old, new in (("ctx", r"the network's: net=bbb.MLP\(..., ctx=...\)"),
+                     ("posterior", r"net=bbb.Network\(net, posterior=posterior\)"),
+                     ("loss", r"net=bbb.Network\(net, loss=loss\)"),
+                     ("test", r"options=bbb.RunOptions\(test=\(X, y\)\)"),
+                     ("kvstore", r"options=bbb.RunOptions\(kvstore=...\)"),
+                     ("extra_config", r"options=bbb.RunOptions\(record=\{...\}\)"),
+                     ("stop_after_batches",
+                      r"options=bbb.RunOptions\(stop_after_batches=N\)"),
+                     ("restore_best", r"TrainConfig\(restore_best=True\)")):
+        with pytest.raises(TypeError, match=rf"fit\(\) takes no {old}= any more: {old}= is {new}"):
+            fit(tiny(), (None, None), **{old: None})
+    with pytest.raises(TypeError, match="net must be a bbb_gluon.MLP, a gluon Block or"):
+        fit(tiny(), (np.zeros((4, 784)), np.zeros(4)), net="400,400", progress=False)
+    with pytest.raises(TypeError, match="options must be a bbb_gluon.RunOptions"):
+        fit(tiny(), (np.zeros((4, 784)), np.zeros(4)), options={"test": None})
+    with pytest.raises(ValueError, match=r"record may not hold \['train'\]"):
+        RunOptions(record={"train": {}})
+
+
+def test_the_likelihood_must_suit_the_mlps_outputs(mnist_300):
+    with pytest.raises(ValueError, match=r"bernoulli likelihood needs num_outputs.*"
+                                         r"MLP\(num_outputs=10\)"):
+        fit(tiny(likelihood="bernoulli"), mnist_300.train, net=SMALL, progress=False)
 
 
 # --------------------------------------------------------------------------- baselines, options
@@ -805,10 +896,11 @@ def test_config_round_trips_and_rejects_unknown_keys():
 
 def test_dropout_baseline_trains_and_differs_from_plain(mnist_300):
     settings = dict(epochs=2, batch_size=32, lr=3e-3)
-    plain = fit(tiny("plain", **settings), mnist_300.train, mnist_300.valid, progress=False)
-    dropout = fit(tiny("dropout", **settings), mnist_300.train, mnist_300.valid,
+    plain = fit(tiny("plain", **settings), mnist_300.train, mnist_300.valid, net=SMALL,
+                progress=False)
+    dropout = fit(tiny("dropout", **settings), mnist_300.train, mnist_300.valid, net=SMALL,
                   progress=False)
-    again = fit(tiny("dropout", **settings), mnist_300.train, mnist_300.valid,
+    again = fit(tiny("dropout", **settings), mnist_300.train, mnist_300.valid, net=SMALL,
                 progress=False)
     assert any(isinstance(block, nn.Dropout) for block in dropout.net._children.values())
     assert not any(isinstance(block, nn.Dropout) for block in plain.net._children.values())
@@ -828,8 +920,8 @@ def test_blundell_weighting_and_two_samples_run(mnist_300):
     for name, kw in [("uniform", {}), ("blundell", {"weighting": "blundell"}),
                      ("samples2", {"samples": 2}), ("zero", {"weighting": 0.0}),
                      ("kl", {"complexity": "kl", "prior": {"kind": "gaussian", "sigma": 1.0}})]:
-        result = fit(tiny("bbb", epochs=1, batch_size=32, **kw), mnist_300.train,
-                     mnist_300.valid, progress=False)
+        result = fit(tiny("bbb", epochs=1, batch_size=32, **kw), mnist_300.train, mnist_300.valid,
+                     net=SMALL, progress=False)
         assert len(result.history) == 1
         row = result.history[0]
         for key in COST_KEYS:
@@ -848,9 +940,9 @@ def test_blundell_weighting_and_two_samples_run(mnist_300):
 def test_restore_best_ends_with_the_best_validation_epoch(data_root, model):
     # A learning rate high enough that the validation error goes up and down.
     splits = load_dataset("mnist", subset=1500)
-    config = TrainConfig(model=model, hidden=(32,), epochs=8, lr=0.03, batch_size=32,
-                         eval_samples=0, seed=0)
-    result = fit(config, splits.train, splits.valid, progress=False, restore_best=True)
+    config = TrainConfig(model=model, epochs=8, lr=0.03, batch_size=32, eval_samples=0,
+                         seed=0, restore_best=True)
+    result = fit(config, splits.train, splits.valid, net=SMALL, progress=False)
     errors = [row["valid_error"] for row in result.history]
     assert result.best_epoch == int(np.argmin(errors)) + 1
     got = error_rate(predict_proba(result.net, result.posterior, splits.valid[0]),
@@ -862,7 +954,7 @@ def test_restore_best_ends_with_the_best_validation_epoch(data_root, model):
 
 def test_run_files_get_ordinary_permissions(mnist_300, tmp_path):
     # Files are written to a temporary name and renamed; mkstemp would leave them 0600.
-    fit(tiny("plain"), mnist_300.train, mnist_300.valid, run_dir=tmp_path / "run",
+    fit(tiny("plain"), mnist_300.train, mnist_300.valid, net=SMALL, run_dir=tmp_path / "run",
         progress=False)
     umask = os.umask(0)
     os.umask(umask)
@@ -906,11 +998,11 @@ def test_sum_reduction_is_the_mean_reduction_at_batch_size_times_the_rate(mnist_
                                                                           engine):
     # 300 images in batches of 60: every batch is full, so "sum" at lr is "mean" at 60 lr.
     common = dict(optimizer="sgd", batch_size=60, engine=engine, eval_samples=0)
-    summed = fit(tiny(model, loss_reduction="sum", lr=1e-3, **common), mnist_300.train,
+    summed = fit(tiny(model, loss_reduction="sum", lr=1e-3, **common), mnist_300.train, net=SMALL,
                  progress=False)
-    mean = fit(tiny(model, loss_reduction="mean", lr=0.06, **common), mnist_300.train,
+    mean = fit(tiny(model, loss_reduction="mean", lr=0.06, **common), mnist_300.train, net=SMALL,
                progress=False)
-    other = fit(tiny(model, loss_reduction="mean", lr=1e-3, **common), mnist_300.train,
+    other = fit(tiny(model, loss_reduction="mean", lr=1e-3, **common), mnist_300.train, net=SMALL,
                 progress=False)
     assert_same_params(summed, mean, rtol=1e-4, atol=1e-6)
     with pytest.raises(AssertionError):
@@ -921,10 +1013,11 @@ def test_sum_reduction_is_the_mean_reduction_at_batch_size_times_the_rate(mnist_
 def test_lr_decay_takes_effect_at_the_given_epoch(mnist_300, engine):
     # A decay by 1e-20 after epoch 1 freezes the network: two epochs end where one did.
     common = dict(optimizer="sgd", lr=0.05, engine=engine, eval_samples=0)
-    one = fit(tiny("bbb", epochs=1, **common), mnist_300.train, progress=False)
+    one = fit(tiny("bbb", epochs=1, **common), mnist_300.train, net=SMALL, progress=False)
     frozen = fit(tiny("bbb", epochs=2, lr_decay_epochs=(1,), lr_decay_factor=1e-20,
-                      **common), mnist_300.train, progress=False)
-    moving = fit(tiny("bbb", epochs=2, **common), mnist_300.train, progress=False)
+                      **common),
+                 mnist_300.train, net=SMALL, progress=False)
+    moving = fit(tiny("bbb", epochs=2, **common), mnist_300.train, net=SMALL, progress=False)
     assert_same_params(frozen, one, rtol=1e-6, atol=1e-7)
     with pytest.raises(AssertionError):
         assert_same_params(moving, one, rtol=1e-6, atol=1e-7)
@@ -934,13 +1027,13 @@ def test_lr_decay_takes_effect_at_the_given_epoch(mnist_300, engine):
 def test_resume_across_a_decay_matches_uninterrupted_run(mnist_300, tmp_path, optimizer):
     config = tiny("bbb", epochs=3, optimizer=optimizer, lr=0.02, lr_decay_epochs=(1, 2),
                   lr_decay_factor=0.3)
-    full = fit(config, mnist_300.train, mnist_300.valid, progress=False)
+    full = fit(config, mnist_300.train, mnist_300.valid, net=SMALL, progress=False)
     run_dir = tmp_path / "run"
     with pytest.raises(TrainingInterrupted):
-        fit(config, mnist_300.train, mnist_300.valid, run_dir=run_dir, progress=False,
-            stop_after_batches=7)  # inside epoch 2, after the first decay
-    resumed = fit(config, mnist_300.train, mnist_300.valid, run_dir=run_dir, resume=True,
-                  progress=False)
+        fit(config, mnist_300.train, mnist_300.valid, net=SMALL, run_dir=run_dir, progress=False,
+            options=RunOptions(stop_after_batches=7))  # inside epoch 2, after the first decay
+    resumed = fit(config, mnist_300.train, mnist_300.valid, net=SMALL, run_dir=run_dir,
+                  resume=True, progress=False)
     assert_same_history(resumed.history, full.history)
     assert_same_params(resumed, full)
 
@@ -950,9 +1043,9 @@ def test_rho_lr_mult_scales_the_step_of_rho_only(mnist_300, engine):
     # One SGD step (one batch of 300): the same noise and gradients in all three runs, so
     # rho moves 4x as far with rho_lr_mult=4 and mu exactly as far.
     common = dict(optimizer="sgd", batch_size=300, epochs=1, engine=engine, eval_samples=0)
-    start = fit(tiny("bbb", lr=1e-30, **common), mnist_300.train, progress=False)
-    one = fit(tiny("bbb", lr=0.05, **common), mnist_300.train, progress=False)
-    four = fit(tiny("bbb", lr=0.05, rho_lr_mult=4.0, **common), mnist_300.train,
+    start = fit(tiny("bbb", lr=1e-30, **common), mnist_300.train, net=SMALL, progress=False)
+    one = fit(tiny("bbb", lr=0.05, **common), mnist_300.train, net=SMALL, progress=False)
+    four = fit(tiny("bbb", lr=0.05, rho_lr_mult=4.0, **common), mnist_300.train, net=SMALL,
                progress=False)
     p = start.posterior
     for a, b, c in zip(p.mu(), one.posterior.mu(), four.posterior.mu(), strict=True):
@@ -967,7 +1060,7 @@ def test_rho_lr_mult_scales_the_step_of_rho_only(mnist_300, engine):
 def test_uniform_starts_for_mu_and_rho(mnist_300):
     result = fit(tiny("bbb", epochs=1, mu_init="uniform", mu_scale=0.03,
                       rho_init=(-3.5, -3.0), lr=1e-12, optimizer="sgd", eval_samples=0),
-                 mnist_300.train, progress=False)
+                 mnist_300.train, net=SMALL, progress=False)
     mu = np.concatenate([m.asnumpy().ravel() for m in result.posterior.mu()])
     rho = np.concatenate([r.asnumpy().ravel() for r in result.posterior.rho()])
     assert -0.03 <= mu.min() < -0.029 and 0.029 < mu.max() <= 0.03
@@ -977,8 +1070,8 @@ def test_uniform_starts_for_mu_and_rho(mnist_300):
 
 def test_test_monitor_records_the_test_error_of_every_epoch(mnist_300):
     Xt, yt = mnist_300.valid
-    result = fit(tiny("bbb", epochs=2, eval_samples=3), mnist_300.train, progress=False,
-                 test=(Xt, yt))
+    result = fit(tiny("bbb", epochs=2, eval_samples=3), mnist_300.train, net=SMALL, progress=False,
+                 options=RunOptions(test=(Xt, yt)))
     for row in result.history:
         assert "valid_error" not in row
         assert 0 <= row["test_error"] <= 1 and 0 <= row["test_error_mc"] <= 1
@@ -999,7 +1092,7 @@ def test_divergence_stops_training_and_keeps_the_last_good_epoch(mnist_300, tmp_
                   lr_decay_factor=1e12, engine=engine)
     run_dir = tmp_path / "run"
     with pytest.raises(TrainingDiverged) as info:
-        fit(config, mnist_300.train, mnist_300.valid, run_dir=run_dir, progress=False)
+        fit(config, mnist_300.train, mnist_300.valid, net=SMALL, run_dir=run_dir, progress=False)
     assert info.value.epoch == 2 and 1 <= info.value.batch <= 5
     assert f"epoch 2, batch {info.value.batch}" in str(info.value)
     history = json.loads((run_dir / "history.json").read_text())  # valid JSON, no NaN
@@ -1017,7 +1110,7 @@ def test_divergence_stops_training_and_keeps_the_last_good_epoch(mnist_300, tmp_
 def test_divergence_in_the_first_epoch_writes_no_checkpoint(mnist_300, tmp_path):
     run_dir = tmp_path / "run"
     with pytest.raises(TrainingDiverged, match="no epoch had finished") as info:
-        fit(tiny("bbb", optimizer="sgd", lr=1e9), mnist_300.train, mnist_300.valid,
+        fit(tiny("bbb", optimizer="sgd", lr=1e9), mnist_300.train, mnist_300.valid, net=SMALL,
             run_dir=run_dir, progress=False)
     assert info.value.epoch == 1
     assert not (run_dir / "checkpoints" / "latest.params").exists()
@@ -1027,7 +1120,7 @@ def test_divergence_in_the_first_epoch_writes_no_checkpoint(mnist_300, tmp_path)
 def test_a_non_finite_parameter_is_named(mnist_300):
     from bbb_gluon.training.guards import check_parameters
 
-    result = fit(tiny("bbb", epochs=1, eval_samples=0), mnist_300.train, progress=False)
+    result = fit(tiny("bbb", epochs=1, eval_samples=0), mnist_300.train, net=SMALL, progress=False)
     check_parameters(result.net, result.posterior, 0, None)  # finite: no error
     rho = result.posterior.rho()[1].copy()
     rho[0] = float("nan")
@@ -1042,11 +1135,11 @@ def test_bernoulli_likelihood_trains_on_two_moons(engine):
     from bbb_gluon.data import two_moons
 
     X, y = two_moons(600, noise=0.2, seed=3)
-    config = TrainConfig(model="bbb", hidden=(16, 16), activation="tanh", num_inputs=2,
-                         num_outputs=1, likelihood="bernoulli", epochs=40, lr=0.01,
+    config = TrainConfig(model="bbb", likelihood="bernoulli", epochs=40, lr=0.01,
                          batch_size=50, prior={"kind": "gaussian", "sigma": 1.0},
                          mu_scale=0.5, eval_samples=5, seed=0, engine=engine)
-    result = fit(config, (X[:400], y[:400]), (X[400:], y[400:]), progress=False)
+    mlp = MLP(hidden=(16, 16), activation="tanh", num_inputs=2, num_outputs=1)
+    result = fit(config, (X[:400], y[:400]), (X[400:], y[400:]), net=mlp, progress=False)
     first, last = result.history[0], result.history[-1]
     assert math.isfinite(last["cost"]) and last["likelihood_cost"] < first["likelihood_cost"]
     # Chance is 50%; a 2-D decision boundary this smooth is learnt to well under 15%.
@@ -1067,37 +1160,38 @@ def test_bernoulli_likelihood_trains_on_two_moons(engine):
 ])
 def test_resume_with_another_trajectory_setting_is_refused(mnist_300, tmp_path, change, field):
     run_dir = tmp_path / "run"
-    fit(tiny("bbb", epochs=1, engine="auto"), mnist_300.train, mnist_300.valid,
+    fit(tiny("bbb", epochs=1, engine="auto"), mnist_300.train, mnist_300.valid, net=SMALL,
         run_dir=run_dir, progress=False)
     before = snapshot(run_dir)
     with pytest.raises(CheckpointError, match=field):
-        fit(tiny("bbb", epochs=2, **change), mnist_300.train, mnist_300.valid,
+        fit(tiny("bbb", epochs=2, **change), mnist_300.train, mnist_300.valid, net=SMALL,
             run_dir=run_dir, resume=True, progress=False)
     assert snapshot(run_dir) == before
     # What only decides how long it runs and what it reports may change.
     resumed = fit(tiny("bbb", epochs=2, eval_samples=0, log_every=3), mnist_300.train,
-                  mnist_300.valid, run_dir=run_dir, resume=True, progress=False)
+                  mnist_300.valid, net=SMALL, run_dir=run_dir, resume=True, progress=False)
     assert len(resumed.history) == 2
 
 
 def test_resume_on_other_devices_is_refused(mnist_300, tmp_path):
     run_dir = tmp_path / "run"
-    fit(tiny("bbb", epochs=1), mnist_300.train, mnist_300.valid, run_dir=run_dir,
+    fit(tiny("bbb", epochs=1), mnist_300.train, mnist_300.valid, net=SMALL, run_dir=run_dir,
         progress=False)
     with pytest.raises(CheckpointError, match="contexts"):
-        fit(tiny("bbb", epochs=2), mnist_300.train, mnist_300.valid, run_dir=run_dir,
-            resume=True, progress=False, ctx=[mx.cpu(0), mx.cpu(1)])
+        fit(tiny("bbb", epochs=2), mnist_300.train, mnist_300.valid,
+            net=dataclasses.replace(SMALL, ctx=[mx.cpu(0), mx.cpu(1)]), run_dir=run_dir,
+            resume=True, progress=False)
 
 
 def test_resume_where_the_kernels_are_missing_is_refused(mnist_300, tmp_path, monkeypatch):
     import bbb_gluon._kernels.fused
 
     run_dir = tmp_path / "run"
-    fit(tiny("bbb", epochs=1, engine="auto"), mnist_300.train, mnist_300.valid,
+    fit(tiny("bbb", epochs=1, engine="auto"), mnist_300.train, mnist_300.valid, net=SMALL,
         run_dir=run_dir, progress=False)
     monkeypatch.setattr(bbb_gluon._kernels.fused, "available", lambda: False)
     with pytest.raises(CheckpointError, match="engine 'fused'.*compiler"):
-        fit(tiny("bbb", epochs=2, engine="auto"), mnist_300.train, mnist_300.valid,
+        fit(tiny("bbb", epochs=2, engine="auto"), mnist_300.train, mnist_300.valid, net=SMALL,
             run_dir=run_dir, resume=True, progress=False)
 
 
@@ -1123,8 +1217,8 @@ def images(split):
 def test_fit_trains_a_cnn_with_batchnorm(mnist_300, tmp_path):
     config = tiny("bbb", epochs=3, lr=0.01, rho_init=-5.0, eval_samples=2)
     run_dir = tmp_path / "cnn"
-    result = fit(config, images(mnist_300.train), images(mnist_300.valid), run_dir=run_dir,
-                 progress=False, net=small_cnn())
+    result = fit(config, images(mnist_300.train), images(mnist_300.valid), net=small_cnn(),
+                 run_dir=run_dir, progress=False)
     assert result.posterior.keys == ["0.weight", "0.bias", "4.weight", "4.bias", "5.weight",
                                      "5.bias"]
     assert result.history[-1]["valid_error"] < 0.6  # chance: 0.9
@@ -1147,19 +1241,21 @@ def test_a_cnn_run_resumes_exactly(mnist_300, tmp_path, stop, estimator):
     # "local": Flipout on the convolutions, the local reparameterisation on the Dense
     # layers, their signs and noise drawn beside the weights' (the same on resume)
     config = tiny("bbb", epochs=2, lr=0.01, eval_samples=0, estimator=estimator)
-    full = fit(config, images(mnist_300.train), images(mnist_300.valid), progress=False,
-               net=small_cnn(), run_dir=tmp_path / "full")
+    full = fit(config, images(mnist_300.train), images(mnist_300.valid), net=small_cnn(),
+               progress=False, run_dir=tmp_path / "full")
     run_dir = tmp_path / "run"
     with pytest.raises(TrainingInterrupted):
-        fit(config, images(mnist_300.train), images(mnist_300.valid), run_dir=run_dir,
-            progress=False, stop_after_batches=stop, net=small_cnn())
-    resumed = fit(config, images(mnist_300.train), images(mnist_300.valid), run_dir=run_dir,
-                  resume=True, progress=False, net=small_cnn())
+        fit(config, images(mnist_300.train), images(mnist_300.valid), net=small_cnn(),
+            run_dir=run_dir, progress=False, options=RunOptions(stop_after_batches=stop))
+    resumed = fit(config, images(mnist_300.train), images(mnist_300.valid), net=small_cnn(),
+                  run_dir=run_dir, resume=True, progress=False)
     assert_same_history(resumed.history, full.history)
     assert_same_params(resumed, full)
     # the run folder records what applies to a network of one's own: no MLP settings
-    stored = json.loads((run_dir / "config.json").read_text())["train"]
+    record = json.loads((run_dir / "config.json").read_text())
+    stored = record["train"]
     assert not {"hidden", "num_inputs", "num_outputs", "activation", "dropout"} & set(stored)
+    assert "mlp" not in record and resumed.mlp is None and "hidden" not in repr(resumed.config)
     assert stored["model"] == "bbb" and stored["rho_init"] == config.rho_init
     for a, b in zip(resumed.net.collect_params().values(), full.net.collect_params().values(),
                     strict=True):  # BatchNorm's statistics and trained gamma, beta too
@@ -1170,11 +1266,11 @@ def test_a_cnn_run_resumes_exactly(mnist_300, tmp_path, stop, estimator):
 
 def test_fit_says_what_each_layer_runs_under_an_estimator(mnist_300, capsys):
     fit(tiny("bbb", epochs=1, eval_samples=0, estimator="local"), images(mnist_300.train),
-        images(mnist_300.valid), progress="lines", net=small_cnn())
+        images(mnist_300.valid), net=small_cnn(), progress="lines")
     out = capsys.readouterr().out
     assert ("estimator local: 0 Conv2D flipout (a convolution: one weight at every "
             "position); 4 Dense local; 5 Dense local") in out
-    fit(tiny("bbb", epochs=1, eval_samples=0), mnist_300.train, mnist_300.valid,
+    fit(tiny("bbb", epochs=1, eval_samples=0), mnist_300.train, mnist_300.valid, net=SMALL,
         progress="lines")
     assert "estimator" not in capsys.readouterr().out  # the shared sample: nothing to say
 
@@ -1190,7 +1286,7 @@ def test_fit_with_a_last_layer_posterior(mnist_300):
     first = net[0].weight.data().asnumpy().copy()
     posterior = Posterior(net, seed=0, select=[net[-1]])
     result = fit(tiny("bbb", epochs=2, lr=0.01), mnist_300.train, mnist_300.valid,
-                 progress=False, net=net, posterior=posterior)
+                 net=Network(net, posterior=posterior), progress=False)
     assert result.posterior is posterior and posterior.keys == ["1.weight", "1.bias"]
     assert not np.allclose(net[0].weight.data().asnumpy(), first)  # trained, deterministic
     assert result.history[-1]["valid_error"] < 0.6
@@ -1205,8 +1301,8 @@ def test_fit_a_regression_with_a_loss_of_ones_own():
     net.initialize(mx.init.Xavier())
     config = tiny("bbb", epochs=15, lr=0.02, batch_size=50, rho_init=-5.0,
                   prior={"kind": "gaussian", "sigma": 1.0})
-    result = fit(config, (X[:300], y[:300]), (X[300:], y[300:]), progress=False, net=net,
-                 loss=gluon.loss.L2Loss())
+    result = fit(config, (X[:300], y[:300]), (X[300:], y[300:]),
+                 net=Network(net, loss=gluon.loss.L2Loss()), progress=False)
     losses = [row["valid_loss"] for row in result.history]
     assert "valid_error" not in result.history[0]
     assert losses[-1] < losses[0] / 5  # a constant predictor: 0.5 * Var(y) ~ 2.6
@@ -1219,28 +1315,26 @@ def test_fit_a_regression_with_a_loss_of_ones_own():
     assert losses[-1] == pytest.approx(np.mean(0.5 * (pred - y[300:]) ** 2), rel=1e-4)
 
 
-@pytest.mark.parametrize("kwargs, error, match", [
-    ({"loss": "l2"}, TypeError, "loss must be a gluon.loss.Loss"),
-    ({"net": "lenet"}, TypeError, "net must be a gluon Block"),
+@pytest.mark.parametrize("make, error, match", [
+    (lambda: Network(small_cnn(), loss="l2"), TypeError, "loss must be a gluon.loss.Loss"),
+    (lambda: Network("lenet"), TypeError, "net must be a gluon Block"),
+    (lambda: "lenet", TypeError, "net must be a bbb_gluon.MLP, a gluon Block or"),
 ])
-def test_user_model_argument_errors(mnist_300, kwargs, error, match):
-    args = {"net": small_cnn(), **kwargs}
+def test_user_model_argument_errors(mnist_300, make, error, match):
     with pytest.raises(error, match=match):
-        fit(tiny("bbb"), images(mnist_300.train), progress=False, **args)
+        fit(tiny("bbb"), images(mnist_300.train), net=make(), progress=False)
 
 
 def test_user_model_mismatches(mnist_300):
-    with pytest.raises(ValueError, match="loss= needs net="):
-        fit(tiny("bbb"), mnist_300.train, progress=False, loss=gluon.loss.L2Loss())
     net = small_cnn()
     with pytest.raises(ValueError, match="model='bbb'"):
-        fit(tiny("plain"), images(mnist_300.train), progress=False, net=net,
-            posterior=Posterior(net, seed=0))
+        fit(tiny("plain"), images(mnist_300.train),
+            net=Network(net, posterior=Posterior(net, seed=0)), progress=False)
     five = nn.HybridSequential()
     five.add(nn.Dense(5, in_units=784))
     five.initialize()
     with pytest.raises(ValueError, match=r"must lie in 0\.\.4 for 5 classes"):
-        fit(tiny("bbb"), mnist_300.train, progress=False, net=five)
+        fit(tiny("bbb"), mnist_300.train, net=five, progress=False)
 
 
 @pytest.mark.parametrize("model, engine", [("bbb", "auto"), ("bbb", "reference"),
@@ -1249,7 +1343,7 @@ def test_fit_leaves_mxnet_global_random_state_alone(mnist_300, model, engine):
     mx.random.seed(123)
     expected = mx.nd.random.uniform(shape=(5,)).asnumpy()
     mx.random.seed(123)
-    fit(tiny(model, epochs=1, engine=engine), mnist_300.train, mnist_300.valid,
+    fit(tiny(model, epochs=1, engine=engine), mnist_300.train, mnist_300.valid, net=SMALL,
         progress=False)
     np.testing.assert_array_equal(mx.nd.random.uniform(shape=(5,)).asnumpy(), expected)
 
@@ -1257,8 +1351,8 @@ def test_fit_leaves_mxnet_global_random_state_alone(mnist_300, model, engine):
 def test_baseline_weights_are_xavier_uniform_from_the_seed():
     from bbb_gluon.training.model import build_model
 
-    net_a, _ = build_model(tiny("plain", hidden=(300,)), [mx.cpu()])
-    net_b, _ = build_model(tiny("plain", hidden=(300,)), [mx.cpu()])
+    net_a, _ = build_model(tiny("plain"), MLP(hidden=(300,)), [mx.cpu()])
+    net_b, _ = build_model(tiny("plain"), MLP(hidden=(300,)), [mx.cpu()])
     w = net_a[0].weight.data().asnumpy()
     np.testing.assert_array_equal(w, net_b[0].weight.data().asnumpy())  # same seed
     scale = math.sqrt(3.0 / ((784 + 300) / 2))
@@ -1275,25 +1369,25 @@ def _loader(split, batch_size=64):
 
 def test_fit_from_a_dataloader_trains_and_resumes_exactly(mnist_300, tmp_path):
     config = tiny("bbb", epochs=3, lr=0.01, eval_samples=0)
-    full = fit(config, _loader(mnist_300.train), images(mnist_300.valid), progress=False,
-               net=small_cnn())
+    full = fit(config, _loader(mnist_300.train), images(mnist_300.valid), net=small_cnn(),
+               progress=False)
     errors = [row["valid_error"] for row in full.history]
     assert errors[-1] < 0.7 and all(math.isfinite(r["cost"]) for r in full.history)
     assert full.history[0]["nll_per_example"] == pytest.approx(
         full.history[0]["likelihood_cost"] / 300)
     run_dir = tmp_path / "run"
     with pytest.raises(TrainingInterrupted):
-        fit(config, _loader(mnist_300.train), images(mnist_300.valid), run_dir=run_dir,
-            progress=False, stop_after_batches=7, net=small_cnn())
-    resumed = fit(config, _loader(mnist_300.train), images(mnist_300.valid), run_dir=run_dir,
-                  resume=True, progress=False, net=small_cnn())
+        fit(config, _loader(mnist_300.train), images(mnist_300.valid), net=small_cnn(),
+            run_dir=run_dir, progress=False, options=RunOptions(stop_after_batches=7))
+    resumed = fit(config, _loader(mnist_300.train), images(mnist_300.valid), net=small_cnn(),
+                  run_dir=run_dir, resume=True, progress=False)
     assert_same_history(resumed.history, full.history)
     assert_same_params(resumed, full)
 
 
 def test_a_dataloader_needs_a_network(mnist_300):
-    with pytest.raises(ValueError, match="DataLoader needs net="):
-        fit(tiny("bbb"), _loader(mnist_300.train), progress=False)
+    with pytest.raises(ValueError, match=r"DataLoader needs a network of your own \(net=\)"):
+        fit(tiny("bbb"), _loader(mnist_300.train), net=SMALL, progress=False)
 
 
 class _LearnedNoiseNLL(gluon.loss.Loss):
@@ -1326,24 +1420,24 @@ def test_a_loss_with_its_own_parameters_is_trained_and_checkpointed(tmp_path):
     config = tiny("bbb", epochs=4, lr=0.05, batch_size=50, rho_init=-5.0, eval_samples=0,
                   prior={"kind": "gaussian", "sigma": 1.0})
     net, loss = make()
-    full = fit(config, (X[:300], y[:300]), (X[300:], y[300:]), progress=False, net=net,
-               loss=loss, run_dir=tmp_path / "full")
+    full = fit(config, (X[:300], y[:300]), (X[300:], y[300:]), net=Network(net, loss=loss),
+               progress=False, run_dir=tmp_path / "full")
     log_s = loss.log_s.data().asscalar()
     assert math.isfinite(log_s) and abs(log_s) > 0.05  # trained: it started at 0
     net2, loss2 = make()
     with pytest.raises(TrainingInterrupted):
-        fit(config, (X[:300], y[:300]), (X[300:], y[300:]), progress=False, net=net2,
-            loss=loss2, run_dir=tmp_path / "run", stop_after_batches=9)
+        fit(config, (X[:300], y[:300]), (X[300:], y[300:]), net=Network(net2, loss=loss2),
+            progress=False, run_dir=tmp_path / "run", options=RunOptions(stop_after_batches=9))
     net3, loss3 = make()
-    resumed = fit(config, (X[:300], y[:300]), (X[300:], y[300:]), progress=False, net=net3,
-                  loss=loss3, run_dir=tmp_path / "run", resume=True)
+    resumed = fit(config, (X[:300], y[:300]), (X[300:], y[300:]), net=Network(net3, loss=loss3),
+                  progress=False, run_dir=tmp_path / "run", resume=True)
     assert_same_history(resumed.history, full.history)
     assert loss3.log_s.data().asscalar() == pytest.approx(log_s, rel=1e-5)
     # read back without the loss: its parameter is simply not needed
     _, posterior, _, _ = load_run(tmp_path / "full", "latest", net=make()[0])
     assert posterior.keys == ["0.weight", "0.bias", "1.weight", "1.bias"]
     with pytest.raises(ValueError, match="loss.initialize"):
-        fit(config, (X, y), progress=False, net=make()[0], loss=_LearnedNoiseNLL())
+        fit(config, (X, y), net=Network(make()[0], loss=_LearnedNoiseNLL()), progress=False)
 
 
 # --------------------------------------------------------------------------- a failing disk
@@ -1355,15 +1449,15 @@ def test_a_failing_write_stops_fit_naming_the_file_and_resume_works(mnist_300, t
                                                                     failing_disk, target):
     from bbb_gluon import FileWriteError
 
-    full = fit(tiny(epochs=3), mnist_300.train, mnist_300.valid, run_dir=tmp_path / "a",
+    full = fit(tiny(epochs=3), mnist_300.train, mnist_300.valid, net=SMALL, run_dir=tmp_path / "a",
                progress=False)
     run = tmp_path / "b"
-    fit(tiny(epochs=1), mnist_300.train, mnist_300.valid, run_dir=run, progress=False)
+    fit(tiny(epochs=1), mnist_300.train, mnist_300.valid, net=SMALL, run_dir=run, progress=False)
     kept = snapshot(run)
     failing_disk(target, nth=1)  # the next write of it: at the end of epoch 2
     with pytest.raises(FileWriteError, match=f"could not write .*{re.escape(target)}: "
                                              "No space left on device") as info:
-        fit(tiny(epochs=3), mnist_300.train, mnist_300.valid, run_dir=run, resume=True,
+        fit(tiny(epochs=3), mnist_300.train, mnist_300.valid, net=SMALL, run_dir=run, resume=True,
             progress=False)
     assert info.value.filename.endswith(target)
     assert no_temp_files(run) == []
@@ -1372,7 +1466,7 @@ def test_a_failing_write_stops_fit_naming_the_file_and_resume_works(mnist_300, t
     failed = next(k for k in kept if k.endswith(target))
     assert now[failed] == kept[failed]
     assert load_run(run, "latest")[3]["epoch"] in (1, 2)
-    resumed = fit(tiny(epochs=3), mnist_300.train, mnist_300.valid, run_dir=run,
+    resumed = fit(tiny(epochs=3), mnist_300.train, mnist_300.valid, net=SMALL, run_dir=run,
                   resume=True, progress=False)
     assert_same_history(resumed.history, full.history)
     assert_same_history(json.loads((run / "history.json").read_text()), full.history)
@@ -1382,15 +1476,15 @@ def test_a_failing_write_stops_fit_naming_the_file_and_resume_works(mnist_300, t
 def test_an_empty_training_set_is_refused_before_any_work(mnist_300, tmp_path):
     X, y = mnist_300.train
     with pytest.raises(ValueError, match="training inputs hold no examples"):
-        fit(tiny("bbb"), (X[:0], y[:0]), mnist_300.valid, run_dir=tmp_path / "run",
+        fit(tiny("bbb"), (X[:0], y[:0]), mnist_300.valid, net=SMALL, run_dir=tmp_path / "run",
             progress=False)
     assert not (tmp_path / "run").exists()
 
 
 def test_write_report_evaluates_the_best_and_the_last_checkpoint(mnist_300, tmp_path):
     run_dir = tmp_path / "run"
-    result = fit(tiny("bbb", epochs=3), mnist_300.train, mnist_300.valid, run_dir=run_dir,
-                 progress=False)
+    result = fit(tiny("bbb", epochs=3), mnist_300.train, mnist_300.valid, net=SMALL,
+                 run_dir=run_dir, progress=False)
     metrics = write_report(result, mnist_300.test, test_samples=4, name="mnist",
                            wall_seconds=1.5)
     assert json.loads((run_dir / "metrics.json").read_text()) == metrics
@@ -1429,8 +1523,8 @@ def test_a_stop_after_divergence_saves_nothing_and_says_diverged(mnist_300, tmp_
                   lr_decay_factor=1e12)
     run_dir = tmp_path / "run"
     with pytest.raises(TrainingDiverged) as info:
-        fit(config, mnist_300.train, mnist_300.valid, run_dir=run_dir, progress=False,
-            stop_after_batches=9)
+        fit(config, mnist_300.train, mnist_300.valid, net=SMALL, run_dir=run_dir, progress=False,
+            options=RunOptions(stop_after_batches=9))
     assert info.value.epoch == 2
     _, _, _, meta = load_run(run_dir, "latest")
     assert meta["epoch"] == 1 and not meta.get("partial")
