@@ -45,7 +45,7 @@ def published(source):
 
 def table(summary, tables, key, higher_is_better):
     columns = tables[key]["columns"]
-    head = (f"| dataset | splits | ours | " + " | ".join(columns) + " |\n"
+    head = ("| dataset | splits | ours | " + " | ".join(columns) + " |\n"
             + "|---" * (3 + len(columns)) + "|\n")
     rows = []
     for short, entry in summary.items():
