@@ -5,7 +5,7 @@ Networks", ICML 2015 (arXiv:1505.05424).
 
 The core is re-exported here: priors, the posterior, putting weights into a network, the
 loss, the training step, ``fit`` and prediction. The rest stays in its module:
-``bbb_gluon.data`` (datasets), ``bbb_gluon.metrics`` (calibration, AUROC),
+``bbb_gluon.data`` (datasets), ``bbb_gluon.metrics`` (calibration, AUROC, regression),
 ``bbb_gluon.evaluation``, ``bbb_gluon.pruning``, ``bbb_gluon.runs`` (run folders),
 ``bbb_gluon.plotting`` (matplotlib) and ``bbb_gluon.threads`` (the cores MXNet uses).
 
