@@ -2,16 +2,16 @@
 (load_uci(..., validation=0.2)) of Boston, then Yacht, for lr 1e-2, 3e-3, 1e-3 with
 N(0, 1) and N(0, 0.3^2) priors; the validation log-likelihood/RMSE at ten points along
 training, with the benchmark script as first written (STEPS = 10,000, Boston 833 epochs;
-4328c3f committed it with 8,000). Run from the repository root (out.txt: its output;
-stopped during Yacht).
+4328c3f committed it with 8,000). Run from the repository root; its output, stopped
+during Yacht, is results/uci-pilot/out.txt.
 
-    BBB_GLUON_DATA=... OMP_NUM_THREADS=1 python results/uci-pilot/pilot.py boston yacht
+    BBB_GLUON_DATA=... OMP_NUM_THREADS=1 python experiments/uci_pilot.py boston yacht
 """
 
 import sys
 import time
 
-sys.path.insert(0, "experiments")
+sys.path.insert(0, "experiments")  # uci_benchmark is a script there
 import uci_benchmark as ub  # noqa: E402
 
 from bbb_gluon.data import load_uci  # noqa: E402
