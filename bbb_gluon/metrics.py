@@ -230,6 +230,13 @@ def _gaussian_samples(means, y, noise_sigma):
     return f, t, s
 
 
+def _check_levels(levels):
+    levels = np.atleast_1d(np.asarray(levels, dtype=np.float64))
+    if not np.all((levels > 0) & (levels < 1)):
+        raise ValueError(f"interval levels must lie in (0, 1), got {levels.tolist()}")
+    return levels
+
+
 def _pit(f, t, s):
     # the predictive mixture's CDF at each target (the probability integral transform)
     return (0.5 * (1.0 + _erf((t - f) / (s * math.sqrt(2.0))))).mean(axis=0)
@@ -254,10 +261,10 @@ def interval_coverage(means, y, noise_sigma, levels):
     -------
     numpy.ndarray of float, one coverage per level.
     """
+    levels = _check_levels(levels)
     f, t, s = _gaussian_samples(means, y, noise_sigma)
     distance = np.abs(_pit(f, t, s) - 0.5)
-    return np.array([float(np.mean(distance <= level / 2.0))
-                     for level in np.atleast_1d(np.asarray(levels, dtype=np.float64))])
+    return np.array([float(np.mean(distance <= level / 2.0)) for level in levels])
 
 
 def gaussian_scores(means, y, noise_sigma, scale=1.0, level=0.95):
@@ -288,6 +295,7 @@ def gaussian_scores(means, y, noise_sigma, scale=1.0, level=0.95):
         ``"rmse"``, ``"log_likelihood"`` (mean per point), ``"coverage"`` (at ``level``),
         ``"level"``.
     """
+    _check_levels(level)
     f, t, s = _gaussian_samples(means, y, noise_sigma)
     if not scale > 0:
         raise ValueError(f"scale must be > 0, got {scale!r}")

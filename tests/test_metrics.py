@@ -428,5 +428,9 @@ def test_gaussian_scores_refuse_bad_shapes_and_scales():
         metrics.gaussian_scores(F, Y, [1.0, 0.0])
     with pytest.raises(ValueError, match="scale must be > 0"):
         metrics.gaussian_scores(F, Y, 1.0, scale=0.0)
+    with pytest.raises(ValueError, match=r"levels must lie in \(0, 1\), got \[1.5\]"):
+        metrics.gaussian_scores(F, Y, 1.0, level=1.5)
+    with pytest.raises(ValueError, match=r"levels must lie in \(0, 1\), got \[0.5, 0.0\]"):
+        metrics.interval_coverage(F, Y, 1.0, [0.5, 0.0])
     with pytest.raises(ValueError, match=r"means must be \(samples, N\)"):
         metrics.gaussian_scores(np.zeros((1, 2, 1)), Y, 1.0)
