@@ -109,18 +109,20 @@ SLOW_CHECKPOINT = textwrap.dedent("""
 TRAIN = ["train", "--subset", "600", "--num-valid", "100", "--hidden", "16",
          "--eval-samples", "0", "--test-samples", "0", "--no-progress"]
 
-# (moment, value): when the first Ctrl-C goes, and what "value" means for that moment.
-MOMENTS = (
+# When the first Ctrl-C goes, by family: what each value means for that family. Each
+# family is its own chain of launches (and its own test, so that the four can run side by
+# side under pytest-xdist).
+MOMENTS = {
     # start-up: seconds after the launcher has started its four processes (the workers
     # are importing MXNet, connecting, loading data, or in their first batches)
-    [("start-up", d) for d in (0.0, 0.3, 0.6, 1.0, 1.5, 2.0, 2.5, 3.0)]
+    "start-up": (0.0, 0.3, 0.6, 1.0, 1.5, 2.0, 2.5, 3.0),
     # training: seconds after the first epoch's history was written
-    + [("training", d) for d in (0.0, 0.05, 0.1, 0.15, 0.2, 0.3, 0.5, 0.8)]
+    "training": (0.0, 0.05, 0.1, 0.15, 0.2, 0.3, 0.5, 0.8),
     # checkpoint: in the middle of the n-th write of the latest checkpoint
-    + [("checkpoint", n) for n in (1, 2, 3, 4, 5, 6)]
+    "checkpoint": (1, 2, 3, 4, 5, 6),
     # stopping: Ctrl-C in the first epochs, then again after these many seconds
-    + [("stopping", d) for d in (0.0, 0.05, 0.2, 0.5, 1.0, 1.5, 2.0, 3.0)]
-)
+    "stopping": (0.0, 0.05, 0.2, 0.5, 1.0, 1.5, 2.0, 3.0),
+}
 
 
 def _wait_for(condition, proc, what, limit=BOUND):
@@ -142,17 +144,18 @@ def _launch(args, env, cwd):
 
 
 @pytest.mark.slow
-@pytest.mark.timeout(1800)
-def test_ctrl_c_at_any_moment_stops_the_launch_at_one_checkpoint(data_root, tmp_path):
-    # One run folder throughout: each launch after the first resumes the checkpoint the
-    # last Ctrl-C left, and is itself stopped by Ctrl-C at the next moment; a last launch
-    # resumes it to the end.
+@pytest.mark.timeout(900)
+@pytest.mark.parametrize("family", MOMENTS)
+def test_ctrl_c_at_any_moment_stops_the_launch_at_one_checkpoint(data_root, tmp_path, family):
+    # One run folder per family: each launch after the first resumes the checkpoint the
+    # last Ctrl-C left, and is itself stopped by Ctrl-C at the family's next moment; a
+    # last launch resumes it to the end.
     site = tmp_path / "site"
     site.mkdir()
     (site / "sitecustomize.py").write_text(SLOW_CHECKPOINT)
     out = tmp_path / "run"
     done, history = 0, []
-    for k, (moment, value) in enumerate(MOMENTS):
+    for k, (moment, value) in enumerate((family, v) for v in MOMENTS[family]):
         where = f"Ctrl-C #{k} ({moment} {value}, after epoch {done})"
         tag = f"bbb-test-{uuid.uuid4()}"
         mark = tmp_path / f"mark{k}"
@@ -207,7 +210,7 @@ def test_ctrl_c_at_any_moment_stops_the_launch_at_one_checkpoint(data_root, tmp_
     assert resumed.returncode == 0, resumed.stderr
     now = json.loads((out / "history.json").read_text())
     assert len(now) == done + 1 and now[:done] == history
-    assert len(MOMENTS) >= 30
+    assert sum(map(len, MOMENTS.values())) >= 30
 
 
 def _epochs(out):

@@ -1042,10 +1042,17 @@ def test_evaluate_and_prune_take_any_arguments_without_a_traceback(trained_run, 
         shutil.rmtree(copy.parent, ignore_errors=True)
 
 
+# One test per option (so that pytest-xdist spreads them), each value of it on its own.
+ODD_VALUE_CASES = [("train", key) for key in sorted(TRAIN_OPTIONS)] + \
+    [("bandit", key) for key in sorted(BANDIT_OPTIONS)]
+
+
 @pytest.mark.slow
-@pytest.mark.timeout(900)
-@pytest.mark.parametrize("command", ["train", "bandit"])
-def test_every_odd_value_of_every_option_alone(data_root, mushroom_root, command, tmp_path):
+@pytest.mark.timeout(300)
+@pytest.mark.parametrize(("command", "key"), ODD_VALUE_CASES,
+                         ids=[f"{c}{k}" for c, k in ODD_VALUE_CASES])
+def test_every_odd_value_of_every_option_alone(data_root, mushroom_root, command, key,
+                                               tmp_path):
     """Each drawn value of each option on its own (the combinations above rarely isolate
     one): accepted and run, or refused in one line; never a traceback."""
     if command == "train":
@@ -1058,8 +1065,7 @@ def test_every_odd_value_of_every_option_alone(data_root, mushroom_root, command
                 str(mushroom_root)]
         options, accepted = BANDIT_OPTIONS, (0, 3)  # 3: the weights diverged
     failures = []
-    pairs = [(key, value) for key in sorted(options) for value in options[key]]
-    for k, (key, value) in enumerate(pairs):
+    for k, value in enumerate(options[key]):
         out = tmp_path / f"run{k}"
         try:
             status, _, stderr = run_in_process([*base, "--out", str(out), f"{key}={value}"])
