@@ -80,24 +80,23 @@ lint: setup
 
 # Tests run in TEST_WORKERS processes side by side (pytest-xdist; `auto`: one per core,
 # `make test TEST_WORKERS=0` runs them in this one process). Most tests use one core, so
-# two cores take much less time. The slow tests come first (tests/conftest.py) and each
-# worker is handed one test at a time, so the long ones spread over the workers.
+# on two cores this nearly halves the time.
 TEST_WORKERS ?= auto
-XDIST = -n $(TEST_WORKERS) --dist load --maxschedchunk 1
+XDIST = -n $(TEST_WORKERS)
 
 # The package's tests, laid out as the package is (tests/core, tests/training, ...).
 unit: setup data
-	$(VENV)/bin/pytest tests --ignore=tests/repo $(XDIST) --durations=15
+	$(VENV)/bin/pytest tests --ignore=tests/repo $(XDIST) --dist worksteal --durations=15
 
 # The repository's checks: the import arrows, docs and README against the code and the
 # committed results, the environment files, the notebooks' rules, the benchmarks' --tiny runs.
 repo: setup data
-	$(VENV)/bin/pytest tests/repo $(XDIST) --durations=10
+	$(VENV)/bin/pytest tests/repo $(XDIST) --dist worksteal --durations=10
 
 notebooks: setup data
 	@if ls notebooks/*.ipynb >/dev/null 2>&1; then \
-	  CI=$${CI:-true} $(VENV)/bin/pytest --nbval-lax --nbval-cell-timeout=600 \
-	    -n $(TEST_WORKERS) --dist loadscope --durations=10 notebooks; \
+	  CI=$${CI:-true} $(VENV)/bin/pytest --nbval-lax --nbval-cell-timeout=600 $(XDIST) \
+	    --dist loadscope --durations=10 notebooks; \
 	else echo "no notebooks yet"; fi
 
 # The documentation site, docs/_build/html/ (docs/development.md, "Documentation"): the

@@ -86,17 +86,6 @@ def fused_kernels():
         pytest.skip(msg)
 
 
-# --------------------------------------------------------------------------- order
-
-
-def pytest_collection_modifyitems(config, items):
-    """The tests marked slow (tens of seconds: launches, convergence, real data) first, in
-    their order: under pytest-xdist (``make test``) the long ones then spread over the
-    workers from the start, and no worker is left with one at the end while the others
-    wait."""
-    items.sort(key=lambda item: item.get_closest_marker("slow") is None)
-
-
 # --------------------------------------------------------------------------- processes
 
 _PR_SET_CHILD_SUBREAPER = 36

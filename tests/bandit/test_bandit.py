@@ -507,7 +507,6 @@ def test_the_agents_learn(env, kernels):
 
 
 # ---------------------------------------------------------------- the Gluon agents
-@pytest.mark.slow
 @pytest.mark.parametrize("kind", ["thompson", "greedy"])
 def test_gluon_agents_learn(env, kind):
     config = bandit.BanditConfig(hidden=16, updates=4, batch=16, lr=0.01)

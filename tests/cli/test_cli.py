@@ -152,7 +152,6 @@ def test_train_plain_on_two_cpu_contexts(data_root, tmp_path, capsys):
     assert "test_error_mc" not in metrics
 
 
-@pytest.mark.slow
 def test_resume_continues_to_more_epochs(run_copy):
     before = json.loads((run_copy / "history.json").read_text())
     done = run_subprocess(["train", "--out", str(run_copy), "--resume", "--epochs", "3",
@@ -192,7 +191,6 @@ def test_resume_takes_epochs_from_the_command_line(run_copy, monkeypatch, how, e
     assert seen == [(expected, True)]
 
 
-@pytest.mark.slow
 def test_a_log_gets_one_line_per_epoch_and_where_a_resume_starts(data_root, tmp_path):
     """Output into a file or a pipe: no progress-bar frames, one line per epoch with its
     validation error (as the history holds it), and where a resumed run continues."""
@@ -312,7 +310,6 @@ def test_ctrl_c_saves_a_checkpoint_and_exits_130(data_root, tmp_path):
 # --------------------------------------------------------------------------- demo
 
 
-@pytest.mark.slow
 def test_demo_separates_the_moons(tmp_path):
     out = tmp_path / "demo"
     # One OpenMP thread: beside other busy processes, MXNet's spinning threads made this
@@ -429,7 +426,6 @@ def test_resume_of_a_checkpoint_from_another_architecture(run_copy):
     assert snapshot(run_copy) == before
 
 
-@pytest.mark.slow
 def test_resume_of_a_corrupt_checkpoint_continues_from_the_best_one(run_copy):
     latest = run_copy / "checkpoints" / "latest.params"
     latest.write_bytes(os.urandom(3000))
@@ -705,7 +701,6 @@ def test_recipe_option_errors(tmp_path, args, message):
     assert not (tmp_path / "r").exists()
 
 
-@pytest.mark.slow
 def test_a_diverging_run_stops_with_a_clear_error(data_root, tmp_path):
     # The settings of issue 17: every cost turns NaN within the first epoch.
     out = tmp_path / "nan"

@@ -270,7 +270,6 @@ def test_complexity_weight_accepts_numpy_integers():
 # --------------------------------------------------------------------------- complexity cost
 
 
-@pytest.mark.slow
 def test_mc_complexity_averages_to_closed_form_kl():
     """E_eps[log q(w) - log P(w)] = KL(q || P) for a Gaussian prior.
 
@@ -910,7 +909,6 @@ def two_moons(n, noise, rng):
     return x[order].astype(np.float32), y[order].astype(np.float32)
 
 
-@pytest.mark.slow
 @pytest.mark.parametrize("prior, complexity", [
     (ScaleMixturePrior(0.5, 1.0, SIGMA2), "mc"),
     (GaussianPrior(1.0), "kl"),

@@ -227,7 +227,6 @@ def test_samples_differ_between_calls_and_are_reproducible(ctx):
     np.testing.assert_array_equal(b.sample().weights[2].asnumpy(), s2.weights[2].asnumpy())
 
 
-@pytest.mark.slow
 def test_sample_statistics():
     """Over many draws, w has mean mu and standard deviation softplus(rho)."""
     post = Posterior(make_net((3, 4, 2)), mu_scale=1.0, seed=0)

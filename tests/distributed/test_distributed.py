@@ -155,7 +155,6 @@ def load_rank(folder, rank):
         return [z[f"arr_{k}"] for k in range(len(z.files))]
 
 
-@pytest.mark.slow
 @pytest.mark.parametrize("model, engine", [("bbb", "auto"), ("bbb", "reference"),
                                            ("plain", "auto")])
 def test_two_workers_equal_one_process_with_two_devices(data_root, tmp_path, model, engine):
@@ -176,7 +175,6 @@ def test_two_workers_equal_one_process_with_two_devices(data_root, tmp_path, mod
     assert "valid_error" not in json.loads((tmp_path / "rank1.json").read_text())[0]
 
 
-@pytest.mark.slow
 def test_a_distributed_run_resumed_from_its_checkpoint_continues_the_same_run(data_root,
                                                                              tmp_path):
     assert run_launch(data_root, "stop", str(tmp_path), "bbb", "auto") == 0
@@ -206,7 +204,6 @@ def test_a_dataloader_is_refused_before_connecting():
             progress=False)
 
 
-@pytest.mark.slow
 def test_a_distributed_checkpoint_is_not_resumed_by_one_process(data_root, tmp_path):
     assert run_launch(data_root, "stop", str(tmp_path), "bbb", "auto") == 0
     splits = dist_worker.data()
@@ -218,7 +215,6 @@ def test_a_distributed_checkpoint_is_not_resumed_by_one_process(data_root, tmp_p
             resume=True, progress=False)
 
 
-@pytest.mark.slow
 def test_a_killed_worker_stops_the_whole_run(data_root, tmp_path):
     t0 = time.monotonic()
     with pytest.raises(LaunchError, match=r"worker \d \(pid \d+\) exited with status -9"):
@@ -238,7 +234,6 @@ def _role_pid(tag, role):
     return None
 
 
-@pytest.mark.slow
 @pytest.mark.parametrize("role", ["server", "scheduler"])
 def test_a_dead_peer_stops_the_launch_within_seconds_and_resume_continues(data_root,
                                                                           tmp_path, role):
@@ -298,7 +293,6 @@ def test_a_failing_worker_reports_its_last_lines(data_root, tmp_path):
     assert _tagged_processes(tag) == []
 
 
-@pytest.mark.slow
 def test_launch_through_the_command_line(data_root, tmp_path, monkeypatch):
     from bbb_gluon.cli import main
 
@@ -316,7 +310,6 @@ def test_launch_through_the_command_line(data_root, tmp_path, monkeypatch):
     assert os.path.exists(out / "learning_curve.png")
 
 
-@pytest.mark.slow
 def test_ctrl_c_stops_every_worker_at_one_checkpoint_and_resume_continues(data_root,
                                                                         tmp_path):
     import signal
@@ -355,7 +348,6 @@ def test_ctrl_c_stops_every_worker_at_one_checkpoint_and_resume_continues(data_r
     assert len(resumed) == done + 1 and resumed[:done] == history[:done]
 
 
-@pytest.mark.slow
 def test_a_host_file_run_goes_through_ssh(data_root, tmp_path, monkeypatch):
     # A stand-in for ssh that runs the remote command here: what launch sends through ssh
     # must be a complete command (folder, environment, program) on its own.

@@ -11,7 +11,6 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 
 
-@pytest.mark.slow
 def test_benchmark_runs_in_tiny_mode(tmp_path):
     out = tmp_path / "bench.json"
     done = subprocess.run(
@@ -38,7 +37,6 @@ def test_small_predictive_benchmark_runs():
     assert len(lines) == 3 and "predict_samples" in done.stdout
 
 
-@pytest.mark.slow
 def test_cnn_and_user_loop_benchmark_runs_in_tiny_mode():
     done = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "bench_cnn.py"), "--tiny"],
                           capture_output=True, text=True, timeout=600)
@@ -46,7 +44,6 @@ def test_cnn_and_user_loop_benchmark_runs_in_tiny_mode():
     assert "x the plain CNN" in done.stdout and "x fit's time" in done.stdout
 
 
-@pytest.mark.slow
 def test_bandit_benchmark_runs_in_tiny_mode(mushroom_root):
     done = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "bench_bandit.py"),
                            "--tiny", "--data-dir", str(mushroom_root)],
@@ -55,7 +52,6 @@ def test_bandit_benchmark_runs_in_tiny_mode(mushroom_root):
     assert "x the Gluon loop" in done.stdout and "updates/s" in done.stdout
 
 
-@pytest.mark.slow
 def test_distributed_benchmark_runs_in_tiny_mode():
     done = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "bench_dist.py"), "--tiny"],
                           capture_output=True, text=True, timeout=600)
@@ -72,7 +68,6 @@ def test_threads_benchmark_runs_in_tiny_mode():
     assert "bbb/fastest plain" in done.stdout and "predictive/plain" in done.stdout
 
 
-@pytest.mark.slow
 def test_threads_benchmark_runs_the_peers_workload(fashion_root):
     done = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "bench_threads.py"),
                            "--tiny", "--threads", "1", "--workload", "peers"],
@@ -89,7 +84,6 @@ def test_step_profile_runs():
     assert "bbb_update" in done.stdout and "adam_update" in done.stdout
 
 
-@pytest.mark.slow
 def test_memory_benchmark_runs():
     done = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "bench_memory.py"),
                            "--tiny", "--samples", "2"], capture_output=True, text=True,
@@ -99,7 +93,6 @@ def test_memory_benchmark_runs():
     assert done.stdout.count("predict_proba") == 2 and done.stdout.count("evaluate ") == 2
 
 
-@pytest.mark.slow
 def test_fit_reports_benchmark_runs_in_tiny_mode(data_root):
     env = {**os.environ, "BBB_GLUON_DATA": str(data_root)}
     done = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "bench_fit_reports.py"),
@@ -109,7 +102,6 @@ def test_fit_reports_benchmark_runs_in_tiny_mode(data_root):
     assert "log_every=50:" in done.stdout and "log_every=10:" in done.stdout
 
 
-@pytest.mark.slow
 def test_busy_machine_benchmark_runs_in_tiny_mode():
     done = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "bench_busy.py"), "--tiny"],
                           capture_output=True, text=True, timeout=600)
@@ -128,7 +120,6 @@ def test_small_facts_benchmark_runs():
     assert "nd.sum / ops.total" in done.stdout and "folder names" in done.stdout
 
 
-@pytest.mark.slow
 @pytest.mark.parametrize("net", ["mlp", "lenet"])
 def test_the_estimators_per_step_benchmark_runs_in_tiny_mode(net):
     done = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "bench_estimator_steps.py"),
@@ -139,7 +130,6 @@ def test_the_estimators_per_step_benchmark_runs_in_tiny_mode(net):
     assert "x the shared sample" in done.stdout
 
 
-@pytest.mark.slow
 def test_estimators_benchmark_runs_in_tiny_mode(tmp_path):
     out = tmp_path / "estimators.json"
     done = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "bench_estimators.py"),
@@ -155,7 +145,6 @@ def test_estimators_benchmark_runs_in_tiny_mode(tmp_path):
     assert all(r["ratio"] > 0 for r in results["speed"])
 
 
-@pytest.mark.slow
 def test_update_benchmark_times_every_compiled_setting_in_tiny_mode():
     done = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "bench_update.py"),
                            "--tiny"], capture_output=True, text=True, timeout=600)

@@ -109,7 +109,6 @@ def no_temp_files(run_dir):
 # --------------------------------------------------------------------------- a real run
 
 
-@pytest.mark.slow
 @pytest.mark.parametrize("model, bound, extra", [
     pytest.param("bbb", 0.35, {}, id="bbb"),
     pytest.param("bbb", 0.35, {"engine": "reference"}, id="bbb-reference-engine"),
@@ -1131,7 +1130,6 @@ def test_a_non_finite_parameter_is_named(mnist_300):
         check_parameters(result.net, result.posterior, 0, None)
 
 
-@pytest.mark.slow
 @pytest.mark.parametrize("engine", ["auto", "reference"])
 def test_bernoulli_likelihood_trains_on_two_moons(engine):
     from bbb_gluon.data import two_moons
