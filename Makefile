@@ -79,8 +79,8 @@ lint: setup
 	$(VENV)/bin/ruff check .
 
 # Tests run in TEST_WORKERS processes side by side (pytest-xdist; `auto`: one per core,
-# `make test TEST_WORKERS=0` runs them in this one process). Most tests use one core, so
-# on two cores this nearly halves the time.
+# `make test TEST_WORKERS=0` runs them in this one process). Most tests use one core; the
+# launches' tests use several, so two cores cut the time by about a third, not a half.
 TEST_WORKERS ?= auto
 XDIST = -n $(TEST_WORKERS)
 
