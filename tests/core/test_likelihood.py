@@ -137,3 +137,33 @@ def test_gaussian_nll_loss_matches_float64(noise_sigma):
         assert loss.noise_rho.grad().asscalar() != 0
     with pytest.raises(ValueError, match="noise_sigma"):
         GaussianNLLLoss(0.0)
+
+
+@pytest.mark.parametrize("noise_sigma", [None, 0.3])
+def test_gaussian_nll_loss_comes_hybridized_with_the_imperative_values(noise_sigma):
+    # One graph instead of some twenty operator calls; the values and the noise scale's
+    # gradient are those of the imperative forward, batch sizes may change between calls.
+    rng = np.random.default_rng(1)
+    results = {}
+    for hybrid in (True, False):
+        loss = GaussianNLLLoss(noise_sigma)
+        loss.initialize()
+        if noise_sigma is None:
+            loss.noise_rho.set_data(mx.nd.array([-0.7]))
+        if not hybrid:
+            loss.hybridize(False)
+        assert loss._active is hybrid  # noqa: SLF001 - Gluon's own flag
+        for n in (5, 3):  # a smaller last batch
+            pred = mx.nd.array(rng.normal(size=(n, 2)).astype(np.float32))
+            label = mx.nd.array(rng.normal(size=(n, 2)).astype(np.float32))
+            pred.attach_grad()
+            with autograd.record():
+                value = loss(pred, label)
+                total = value.sum()
+            total.backward()
+            grad = loss.noise_rho.grad().asnumpy().copy() if noise_sigma is None else 0.0
+            results.setdefault(n, []).append((value.asnumpy(), pred.grad.asnumpy(), grad))
+        rng = np.random.default_rng(1)
+    for hybrid, imperative in results.values():
+        for a, b in zip(hybrid, imperative, strict=True):
+            np.testing.assert_allclose(a, b, rtol=1e-5)
