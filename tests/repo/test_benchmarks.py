@@ -182,6 +182,17 @@ def test_floor_benchmark_runs_in_tiny_mode():
     assert float(lines[-1].split(":")[1].split()[0]) > 0  # README's call / without the cost
 
 
+def test_uci_step_benchmark_runs_in_tiny_mode():
+    done = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "bench_uci_step.py"),
+                           "--tiny"], capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-2000:]
+    lines = done.stdout.splitlines()
+    assert lines[0].startswith("cpu: ")
+    rows = [line.rsplit(None, 2) for line in lines[3:]]
+    assert [r[0] for r in rows] == ["plain", "bbb", "bbb, loss imperative"]
+    assert rows[0][2] == "1.00x" and all(float(r[1]) > 0 for r in rows)
+
+
 def test_small_step_benchmark_runs_in_tiny_mode():
     done = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "bench_small_step.py"),
                            "--tiny"], capture_output=True, text=True, timeout=600)
