@@ -46,7 +46,7 @@ from bbb_gluon import (  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from cpu import describe  # noqa: E402
-from timing import median_ratio, ms_per_step  # noqa: E402
+from timing import alternate, median_ratio  # noqa: E402
 
 WORKLOADS = {  # name: (inputs, hidden widths, batch, noise scale of the likelihood)
     "13-50-1": (13, (50,), 32, 1.0),
@@ -113,12 +113,7 @@ def main(argv=None):
     for name, workload in WORKLOADS.items():
         contenders = {"plain": plain_step(workload), "readme": bbb_step(workload, True),
                       "no cost": bbb_step(workload, False)}
-        for step in contenders.values():
-            ms_per_step(step, 20)  # warm-up
-        times = {k: [] for k in contenders}
-        for _ in range(rounds):
-            for k, step in contenders.items():
-                times[k].append(ms_per_step(step, steps))
+        times = alternate(contenders, steps, rounds)
         med = {k: statistics.median(v) for k, v in times.items()}
         ratio = {k: median_ratio(v, times["plain"]) for k, v in times.items()}
         print(f"{name:<24}{med['plain']:>10.3f}{med['readme']:>9.3f}"

@@ -40,7 +40,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(HERE.parent / "experiments"))
 from cpu import describe  # noqa: E402
-from timing import median_ratio, ms_per_step  # noqa: E402
+from timing import alternate, median_ratio  # noqa: E402
 from uci_benchmark import BATCH, GRID, build  # noqa: E402
 
 INPUTS, HIDDEN, ROWS = 13, 50, 364  # Boston: 13 inputs, 50 units, 80% of 455 rows
@@ -89,13 +89,7 @@ def main(argv=None):
     args = parser.parse_args(argv)
     steps, rounds = (5, 1) if args.tiny else (args.steps, args.rounds)
     print(f"cpu: {describe()}; OMP_NUM_THREADS {os.environ['OMP_NUM_THREADS']}")
-    runs = contenders()
-    for step in runs.values():
-        ms_per_step(step, 20)  # warm-up
-    times = {k: [] for k in runs}
-    for _ in range(rounds):
-        for k, step in runs.items():
-            times[k].append(ms_per_step(step, steps))
+    times = alternate(contenders(), steps, rounds)
     print(f"{INPUTS}-{HIDDEN}-1, batch {BATCH}, GaussianNLLLoss(None), Adam")
     print(f"{'step':<24}{'ms':>8}{'x plain':>9}")
     for k, v in times.items():
