@@ -60,8 +60,10 @@ def table(summary, tables, key, higher_is_better):
                 continue
             spread = math.sqrt(se ** 2 + theirs[1] ** 2)
             sign = 1 if higher_is_better else -1
-            z = sign * (ours["mean"] - theirs[0]) / spread if spread > 0 else float("nan")
-            cells.append(f"{theirs[0]:.2f} ± {theirs[1]:.2f} ({z:+.1f})")
+            # One split of ours against a printed ± 0.00: no spread, so no bracket.
+            bracket = f" ({sign * (ours['mean'] - theirs[0]) / spread:+.1f})" if spread > 0 \
+                else ""
+            cells.append(f"{theirs[0]:.2f} ± {theirs[1]:.2f}{bracket}")
         ours_text = f"{ours['mean']:.3f} ± {se:.3f}" if ours["se"] is not None \
             else f"{ours['mean']:.3f}"
         rows.append(f"| {name} | {entry['splits']} | {ours_text} | " + " | ".join(cells)
