@@ -3,14 +3,15 @@ network, on one thread.
 
 ``experiments/uci_benchmark.py`` trains a 13-50-1 network (Boston's shape; 8-50-1 for
 Concrete, ...) with batch 32 and ``GaussianNLLLoss(None)`` (one noise scale, learned), and
-calls ``step(X, y, i, want_complexity=False)``. Three contenders, built as that script
-builds them (``build``), alternating in rounds in one process:
+calls ``step(X, y, i, want_complexity=False)``. Four contenders, alternating in rounds in
+one process, the Bayes-by-Backprop ones built by that script's ``build``:
 
-- ``plain``: the same hybridized network, the same loss, Adam, a plain Gluon step;
-- ``bbb``: the benchmark's ``BBBStep`` call, the loss as ``GaussianNLLLoss`` comes
-  (hybridized);
-- ``bbb, loss imperative``: the same with ``loss.hybridize(False)``: every operator of
-  the loss a call of its own, as the loss ran before it came hybridized.
+- ``plain``: the same hybridized layers and initialisation, the same loss, Adam, a plain
+  Gluon step;
+- ``bbb``: the benchmark's call, the loss as ``GaussianNLLLoss`` comes (hybridized);
+- ``bbb, README's call``: ``step(X, y, i)``, which also returns the complexity cost;
+- ``bbb, loss imperative``: the benchmark's call with ``loss.hybridize(False)``: every
+  operator of the loss a call of its own, as the loss ran before it came hybridized.
 
 Milliseconds per step (median of the rounds) and the ratio to the plain step (median of
 the rounds' own ratios).
@@ -74,10 +75,13 @@ def contenders():
         trainer.step(BATCH)
     steps["plain"] = plain
 
-    for name, hybrid in (("bbb", True), ("bbb, loss imperative", False)):
+    for name, hybrid, want_complexity in (("bbb", True, False),
+                                          ("bbb, README's call", True, True),
+                                          ("bbb, loss imperative", False, False)):
         _, _, bbb_lik, step = build(data, GRID[0], 0, batches)
         bbb_lik.hybridize(hybrid)
-        steps[name] = lambda i, step=step: step(X, y, i % batches, want_complexity=False)
+        steps[name] = lambda i, step=step, want=want_complexity: step(
+            X, y, i % batches, want_complexity=want)
     return steps
 
 

@@ -189,7 +189,8 @@ def test_uci_step_benchmark_runs_in_tiny_mode():
     lines = done.stdout.splitlines()
     assert lines[0].startswith("cpu: ")
     rows = [line.rsplit(None, 2) for line in lines[3:]]
-    assert [r[0] for r in rows] == ["plain", "bbb", "bbb, loss imperative"]
+    assert [r[0] for r in rows] == ["plain", "bbb", "bbb, README's call",
+                                   "bbb, loss imperative"]
     assert rows[0][2] == "1.00x" and all(float(r[1]) > 0 for r in rows)
 
 
