@@ -38,6 +38,9 @@ def cmd_launch(args):
     from ..distributed import LaunchError, LaunchInterrupted, launch, launch_commands
 
     argv = _launch_argv(args.command)
+    # train's workers update their own parameters (fit's Trainer: update_on_kvstore=False),
+    # so its servers need no optimizer; a program of the user's own may send one.
+    server_optimizer = argv[1:4] != ["-m", "bbb_gluon", "train"]
     for name in ("workers", "servers"):
         if getattr(args, name) < 1:
             raise UsageError(f"--{name} must be >= 1, got {getattr(args, name)}")
@@ -58,12 +61,14 @@ def cmd_launch(args):
     if args.print_commands:
         for host, role, text in launch_commands(argv, args.workers, args.servers,
                                                 hosts or [args.host], port=args.port or 9091,
-                                                threads=args.threads or 1):
+                                                threads=args.threads or 1,
+                                                server_optimizer=server_optimizer):
             print(f"# {role} on {host}\n{text}")
         return 0
     try:
         return launch(argv, args.workers, args.servers, timeout=args.timeout,
-                      threads=args.threads, host=args.host, port=args.port, ssh_hosts=hosts)
+                      threads=args.threads, host=args.host, port=args.port, ssh_hosts=hosts,
+                      server_optimizer=server_optimizer)
     except LaunchError as e:
         print(f"bbb-gluon launch: error: {e}", file=sys.stderr)
         return EXIT_FAILURE

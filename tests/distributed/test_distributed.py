@@ -11,6 +11,7 @@ import json
 import os
 import signal
 import sys
+import textwrap
 import threading
 import time
 import uuid
@@ -88,8 +89,16 @@ def test_launch_commands_for_several_machines():
         assert "DMLC_NUM_WORKER=3" in text and "DMLC_NUM_SERVER=2" in text
         if role == "worker":
             assert text.endswith("python train.py --epochs 1") and "OMP_NUM_THREADS=4" in text
-        else:
+        elif role == "server":  # MXNet's import, which can run an optimizer sent to it
             assert text.endswith("-c 'import mxnet'") and "OMP_NUM_THREADS=1" in text
+        else:
+            assert text.endswith("/distributed/node.py") and "OMP_NUM_THREADS=1" in text
+    # Workers that update their own parameters: every server runs without the import.
+    lines = launch_commands(["python", "train.py"], 2, 2, ["10.0.0.1"],
+                            server_optimizer=False)
+    for _, role, text in lines:
+        assert text.endswith("python train.py") if role == "worker" else \
+            text.endswith("/distributed/node.py")
 
 
 @pytest.mark.parametrize("kwargs, message", [
@@ -125,6 +134,7 @@ def run_launch(data_root, *args, workers=2, timeout=LIMIT, **kwargs):
     """``launch`` of ``dist_worker.py args``, then a check that nothing it started is left."""
     tag = f"bbb-test-{uuid.uuid4()}"
     env = {"BBB_GLUON_DATA": str(data_root), "BBB_TEST_TAG": tag}
+    kwargs.setdefault("server_optimizer", False)  # fit updates on the workers
     try:
         return launch([sys.executable, WORKER, *args], workers, 1, timeout=timeout,
                       threads=1, env=env, echo=False, **kwargs)
@@ -191,6 +201,45 @@ def test_a_distributed_run_resumed_from_its_checkpoint_continues_the_same_run(da
     # The interrupted epoch's likelihood cost is counted once, not once per worker.
     for row, ref in zip(history, reference.history, strict=True):
         assert row["likelihood_cost"] == pytest.approx(ref["likelihood_cost"], rel=1e-5)
+
+
+# A Gluon Trainer of the user's own, as Gluon makes it for dist_sync: it sends its optimizer
+# to the servers, which update the weights (update_on_kvstore=True).
+SERVER_UPDATES = textwrap.dedent("""
+    import sys
+    import mxnet as mx
+    from mxnet import autograd, gluon
+    kv = mx.kv.create("dist_sync")
+    net = gluon.nn.Dense(1, in_units=2, use_bias=False)
+    net.initialize(mx.init.One())
+    trainer = gluon.Trainer(net.collect_params(), "sgd", {"learning_rate": 0.25}, kvstore=kv)
+    with autograd.record():
+        loss = net(mx.nd.ones((1, 2))).sum()
+    loss.backward()
+    trainer.step(1)
+    assert trainer._update_on_kvstore
+    with open(sys.argv[1] + f"/rank{kv.rank}.txt", "w") as f:
+        f.write(repr(net.weight.data().asnumpy().ravel().tolist()))
+""")
+
+
+def test_servers_run_the_optimizer_a_trainer_sends_them_unless_told_not_to(tmp_path):
+    program = [sys.executable, "-c", SERVER_UPDATES, str(tmp_path)]
+    tag = f"bbb-test-{uuid.uuid4()}"
+    assert launch(program, 2, 1, timeout=LIMIT, threads=1, env={"BBB_TEST_TAG": tag},
+                  echo=False) == 0
+    # Two workers' gradients of ones, summed on the server: 1 - 0.25 * 2 on both.
+    for rank in (0, 1):
+        assert (tmp_path / f"rank{rank}.txt").read_text() == "[0.5, 0.5]"
+    # Servers started without MXNet's Python package cannot, and say what to change.
+    with pytest.raises(LaunchError) as info:
+        launch(program, 2, 1, timeout=LIMIT, threads=1, env={"BBB_TEST_TAG": tag},
+               echo=False, server_optimizer=False)
+    text = str(info.value)
+    assert "server 0" in text and "exited with status 1" in text
+    assert "update_on_kvstore=True" in text and "server_optimizer=True" in text
+    time.sleep(0.5)
+    assert _tagged_processes(tag) == []
 
 
 def test_a_dataloader_is_refused_before_connecting():
