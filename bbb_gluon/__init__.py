@@ -9,60 +9,66 @@ loss, the training step, ``fit`` and prediction. The rest stays in its module:
 ``bbb_gluon.evaluation``, ``bbb_gluon.pruning``, ``bbb_gluon.runs`` (run folders),
 ``bbb_gluon.plotting`` (matplotlib) and ``bbb_gluon.threads`` (the cores MXNet uses).
 
-Importing the package compiles nothing and runs no MXNet operator: the compiled kernels
-are built by ``make setup``, or on first use with a one-line notice.
+Importing the package loads neither MXNet nor its modules: each of these names loads its
+module on first use. Nothing compiles and no MXNet operator runs then either: the compiled
+kernels are built by ``make setup``, or on first use with a one-line notice.
 """
 
+import importlib as _importlib
+
 from ._mxnet_build import check as _check_mxnet
+from ._mxnet_build import installed_builds as _installed_builds
 
-_check_mxnet()
-
-from ._files import FileWriteError
-from .core.likelihood import GaussianNLLLoss, likelihood_loss
-from .core.loss import BBBLoss, complexity_weight
-from .core.posterior import (
-    BAYESIAN_LAYERS,
-    Posterior,
-    PosteriorMismatchError,
-    WeightSample,
-    bayesian_parameters,
-)
-
-# Every prior class (a new one in core/priors.py is public here at once) and make_prior.
-from .core.priors import *  # noqa: F403
-from .core.priors import __all__ as _prior_names
-from .core.sampling import use_means, use_weights
-from .core.step import BBBStep, NotFiniteError, StepCosts, trainable_params
-from .prediction import error_rate, predict_proba, predict_samples, uncertainty
-from .training import (
-    MLP,
-    CheckpointError,
-    Network,
-    RunOptions,
-    TrainConfig,
-    TrainingDiverged,
-    TrainingInterrupted,
-    TrainResult,
-    UnreadableCheckpointError,
-    build_mlp,
-    fit,
-    load_run,
-)
+# Two MXNet builds in one mxnet/ folder: an error now, before anything is loaded.
+_check_mxnet(_installed_builds(), import_mxnet=False)
 
 __version__ = "0.1.0"
 
-__all__ = [
-    # priors, posterior, sampling, loss, step
-    *_prior_names,
-    "Posterior", "PosteriorMismatchError", "WeightSample", "bayesian_parameters",
-    "BAYESIAN_LAYERS", "use_weights", "use_means", "BBBLoss", "GaussianNLLLoss",
-    "complexity_weight", "likelihood_loss", "BBBStep", "StepCosts", "NotFiniteError",
-    "trainable_params",
+# Each public name and the module that defines it. A name loads its module (and MXNet) on
+# first use, so that what needs none of them starts at once: ``bbb-gluon launch``, whose
+# launcher only starts processes, and ``bbb-gluon --help`` (docs/architecture.md).
+_HOME = {
+    # posterior, sampling, loss, step
+    **dict.fromkeys(["Posterior", "PosteriorMismatchError", "WeightSample",
+                     "bayesian_parameters", "BAYESIAN_LAYERS"], ".core.posterior"),
+    **dict.fromkeys(["use_weights", "use_means"], ".core.sampling"),
+    "BBBLoss": ".core.loss", "GaussianNLLLoss": ".core.likelihood",
+    "complexity_weight": ".core.loss", "likelihood_loss": ".core.likelihood",
+    **dict.fromkeys(["BBBStep", "StepCosts", "NotFiniteError", "trainable_params"],
+                    ".core.step"),
     # training
-    "TrainConfig", "TrainResult", "TrainingInterrupted", "TrainingDiverged", "CheckpointError",
-    "UnreadableCheckpointError", "fit", "build_mlp", "MLP", "Network", "RunOptions",
-    "load_run", "FileWriteError",
+    **dict.fromkeys(["TrainConfig", "TrainResult", "TrainingInterrupted", "TrainingDiverged",
+                     "CheckpointError", "UnreadableCheckpointError", "fit", "build_mlp", "MLP",
+                     "Network", "RunOptions", "load_run"], ".training"),
+    "FileWriteError": "._files",
     # prediction
-    "predict_proba", "predict_samples", "error_rate", "uncertainty",
-    "__version__",
-]
+    **dict.fromkeys(["predict_proba", "predict_samples", "error_rate", "uncertainty"],
+                    ".prediction"),
+}
+
+
+def _load(module):
+    _check_mxnet([])  # MXNet itself (the builds were checked at import): says what to install
+    return _importlib.import_module(module, __name__)
+
+
+def _prior_names():
+    # Every prior class of core/priors.py (a new one is public here at once) and make_prior.
+    return list(_load(".core.priors").__all__)
+
+
+def __getattr__(name):
+    if name == "__all__":  # ``from bbb_gluon import *``
+        value = [*_prior_names(), *_HOME, "__version__"]
+    elif name in _HOME:
+        value = getattr(_load(_HOME[name]), name)
+    elif not name.startswith("_") and name in _prior_names():
+        value = getattr(_load(".core.priors"), name)
+    else:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    globals()[name] = value
+    return value
+
+
+def __dir__():
+    return sorted({*globals(), *_HOME, *_prior_names()})

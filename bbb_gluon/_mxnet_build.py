@@ -40,15 +40,17 @@ def installed_builds():
     return sorted(names)
 
 
-def check(builds=None):
-    """Raise ``ImportError`` if two MXNet builds are installed, or MXNet cannot be
-    imported; ``builds`` defaults to :func:`installed_builds`."""
+def check(builds=None, import_mxnet=True):
+    """Raise ``ImportError`` if two MXNet builds are installed, or (``import_mxnet``) MXNet
+    cannot be imported; ``builds`` defaults to :func:`installed_builds`."""
     builds = installed_builds() if builds is None else list(builds)
     if len(builds) > 1:
         raise ImportError(
             f"bbb_gluon: {len(builds)} MXNet builds are installed ({', '.join(builds)}); they "
             f"share one mxnet/ folder and overwrite each other's files. Uninstall all "
             f"(pip uninstall -y {' '.join(builds)}), then {INSTALL_HINT}")
+    if not import_mxnet:
+        return
     try:
         import mxnet  # noqa: F401
     except (ImportError, OSError) as e:  # OSError: libmxnet.so or a library it needs

@@ -91,11 +91,15 @@ def cmd_bandit(args):
     return 0
 
 
+# Its line in ``bbb-gluon --help``.
+HELP = "Thompson sampling on the Mushroom bandit (paper's §5.3)"
+
+
 def add_parser(sub):
     from ..bandit import BanditConfig
 
     d = defaults_of(BanditConfig)
-    p = sub.add_parser("bandit", help="Thompson sampling on the Mushroom bandit (paper's §5.3)",
+    p = sub.add_parser("bandit", help=HELP,
                        description="Bayes by Backprop with Thompson sampling against greedy, "
                                    "1%- and 5%-greedy agents on the UCI Mushroom bandit, "
                                    "every agent and seed advanced together by compiled "

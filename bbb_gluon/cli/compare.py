@@ -123,9 +123,12 @@ def _plot_curves(path, run_dirs, rows):
     print(f"wrote {path}")
 
 
+# Its line in ``bbb-gluon --help``.
+HELP = "one line per run folder: settings, best validation error, test errors"
+
+
 def add_parser(sub):
-    p = sub.add_parser("compare", help="one line per run folder: settings, best validation "
-                                       "error, test errors",
+    p = sub.add_parser("compare", help=HELP,
                        description="Summarise run folders (finished, still training, or the "
                                    "copies under results/): the prior and training settings, "
                                    "epochs run of those planned, the best validation error "

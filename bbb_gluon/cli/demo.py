@@ -57,8 +57,12 @@ def cmd_demo(args):
     return 0
 
 
+# Its line in ``bbb-gluon --help``.
+HELP = "offline demo: two half-moons, about 20 s"
+
+
 def add_parser(sub):
-    p = sub.add_parser("demo", help="offline demo: two half-moons, about 20 s",
+    p = sub.add_parser("demo", help=HELP,
                        description="Bayes by Backprop on two interleaved half-moons generated "
                                    "in code (1,000 points, noise 0.2, half held out; 2 hidden "
                                    "tanh layers of 5 units, N(0,1) prior). Prints the test "

@@ -4,7 +4,6 @@ trained run.
 
 import sys
 
-from .._files import FileWriteError
 from .common import (
     UsageError,
     add_run_options,
@@ -19,6 +18,7 @@ from .common import (
 def cmd_evaluate(args):
     """Test error, calibration, and OOD detection of a trained run."""
     from .. import data
+    from .._files import FileWriteError
     from ..reports import evaluate_run, evaluation_files
     from ..runs import default_ood
 
@@ -101,8 +101,12 @@ def _skipped(ood, data_dir, given):
     return None
 
 
+# Its line in ``bbb-gluon --help``.
+HELP = "test error, calibration and OOD detection of a run"
+
+
 def add_parser(sub):
-    p = sub.add_parser("evaluate", help="test error, calibration and OOD detection of a run",
+    p = sub.add_parser("evaluate", help=HELP,
                        description="Evaluate a run folder's best (or, with --checkpoint latest, "
                                    "its end-of-training) checkpoint on its test split "
                                    "(the data settings stored in config.json): test error with "

@@ -37,7 +37,7 @@ def _launch_argv(command):
 def cmd_launch(args):
     from ..distributed import LaunchError, LaunchInterrupted, launch, launch_commands
 
-    argv = _launch_argv(args.command)
+    argv = _launch_argv(args.program)
     # train's workers update their own parameters (fit's Trainer: update_on_kvstore=False),
     # so its servers need no optimizer; a program of the user's own may send one.
     server_optimizer = argv[1:4] != ["-m", "bbb_gluon", "train"]
@@ -79,9 +79,12 @@ def cmd_launch(args):
         return e.exit_status
 
 
+# Its line in ``bbb-gluon --help``.
+HELP = "train on several processes or machines (MXNet's parameter server, dist_sync)"
+
+
 def add_parser(sub):
-    p = sub.add_parser("launch", help="train on several processes or machines (MXNet's "
-                                      "parameter server, dist_sync)",
+    p = sub.add_parser("launch", help=HELP,
                        description="Start MXNet's scheduler, SERVERS servers and WORKERS "
                                    "workers running the command after --, watch them, and "
                                    "stop every one of them when one fails, on Ctrl-C (after "
@@ -107,7 +110,8 @@ def add_parser(sub):
     p.add_argument("--print-commands", action="store_true",
                    help="print the command each process needs on its machine instead of "
                         "running anything")
-    p.add_argument("command", nargs=argparse.REMAINDER,
+    # dest "program": "command" is the subcommand's name (launch), which errors print
+    p.add_argument("program", metavar="command", nargs=argparse.REMAINDER,
                    help="-- then the workers' command: train ... or a program of yours")
     p.set_defaults(func=cmd_launch)
     return p

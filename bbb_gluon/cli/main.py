@@ -3,7 +3,6 @@
 
 import sys
 
-from ..training.config import RECIPES
 from .common import (
     EXIT_FAILURE,
     EXIT_INTERRUPTED,
@@ -20,17 +19,42 @@ __all__ = ["main"]
 def main(argv=None):
     # The console script and ``python -m bbb_gluon`` call main() with no arguments.
     PROGRAM["running"] = argv is None
-    parser = build_parser()
+    words = sys.argv[1:] if argv is None else list(argv)
+    # The first word that is not an option names the command: only its options are built.
+    parser = build_parser(next((w for w in words if not w.startswith("-")), ""))
     args = _parse(parser, argv)
     if getattr(args, "recipe", None):
+        from ..training.config import RECIPES
+
         # The recipe's values become the defaults, so options given beside it still win.
         parser.train_parser.set_defaults(**RECIPES[args.recipe])
         args = _parse(parser, argv)
-    if PROGRAM["running"]:
+    if PROGRAM["running"] and args.command != "launch":  # the launcher runs no operator
         # Before any MXNet operator, or the thread count can no longer go up (quietly:
         # main() called in a process that already ran operators keeps MXNet's count).
         from ..threads import claim
         claim(warn=False)
+    # Errors in what the user gave (arguments, files, run folders) are one line and exit 2;
+    # a failing disk is one line and exit 1. Anything else is a bug: it keeps its traceback.
+    try:
+        return args.func(args)
+    except Exception as e:  # noqa: BLE001 - sorted by _one_line, re-raised if a bug
+        status = _one_line(args, e)
+        if status is None:
+            raise
+        return status
+    except KeyboardInterrupt as e:
+        stop_listening()
+        print("interrupted", file=sys.stderr)
+        return getattr(e, "exit_status", EXIT_INTERRUPTED)
+
+
+def _one_line(args, e):
+    """Print ``e`` as the command's one-line error and return the exit status, or None if
+    it is a bug. The library's error classes are imported once something has failed, so
+    that launch loads none of the library."""
+    if isinstance(e, UsageError):
+        return _report(args, " ".join(str(e).split()), EXIT_USAGE)
     from .._files import FileWriteError
     from ..bandit import BanditCheckpointError
     from ..core.posterior import PosteriorMismatchError
@@ -38,26 +62,23 @@ def main(argv=None):
     from ..runs import RunFolderError
     from ..training import CheckpointError
 
-    # Errors in what the user gave (arguments, files, run folders) are one line and exit 2;
-    # a failing disk is one line and exit 1. Anything else is a bug: it keeps its traceback.
-    try:
-        return args.func(args)
-    except (UsageError, CheckpointError, PosteriorMismatchError, DataFileError,
-            DatasetNotFoundError, FileNotFoundError, RunFolderError,
-            BanditCheckpointError) as e:
-        message = " ".join(str(e).split()) if not isinstance(e, DatasetNotFoundError) else str(e)
-        if isinstance(e, CheckpointError) and getattr(args, "checkpoint", None) == "latest" \
-                and " is corrupt" in message:
-            message += "; --checkpoint best reads the best checkpoint instead"
-        print(f"bbb-gluon {args.command}: error: {message}", file=sys.stderr)
-        return EXIT_USAGE
-    except FileWriteError as e:
-        print(f"bbb-gluon {args.command}: error: {e}", file=sys.stderr)
-        return EXIT_FAILURE
-    except KeyboardInterrupt as e:
-        stop_listening()
-        print("interrupted", file=sys.stderr)
-        return getattr(e, "exit_status", EXIT_INTERRUPTED)
+    if isinstance(e, DatasetNotFoundError):  # its lines say where to put the files
+        return _report(args, str(e), EXIT_USAGE)
+    if isinstance(e, FileWriteError):  # a failing disk
+        return _report(args, str(e), EXIT_FAILURE)
+    if not isinstance(e, CheckpointError | PosteriorMismatchError | DataFileError |
+                      FileNotFoundError | RunFolderError | BanditCheckpointError):
+        return None
+    message = " ".join(str(e).split())
+    if isinstance(e, CheckpointError) and getattr(args, "checkpoint", None) == "latest" \
+            and " is corrupt" in message:
+        message += "; --checkpoint best reads the best checkpoint instead"
+    return _report(args, message, EXIT_USAGE)
+
+
+def _report(args, message, status):
+    print(f"bbb-gluon {args.command}: error: {message}", file=sys.stderr)
+    return status
 
 
 def _parse(parser, argv):

@@ -29,15 +29,23 @@ class _Parser(argparse.ArgumentParser):
         self.exit(EXIT_USAGE, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
 
 
-def build_parser():
+def build_parser(command=None):
+    """The program's parser; with ``command`` (a name, or "" for none), only that command
+    gets its options, and the others their line of help: the options of train, evaluate
+    ... show the library's defaults, which loads MXNet, and launch or ``--help`` need
+    none of it."""
     parser = _Parser(
         prog="bbb-gluon", description="Bayes by Backprop (Blundell et al. 2015) on MXNet Gluon.")
     from .. import __version__
 
     parser.add_argument("--version", action="version", version=f"bbb_gluon {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
-    for command in COMMANDS:
-        command.add_parser(sub)
+    for module in COMMANDS:
+        name = module.__name__.rpartition(".")[2]
+        if command is None or command == name:
+            module.add_parser(sub)
+        else:
+            sub.add_parser(name, help=module.HELP)
     parser.commands = sub.choices  # name -> its parser: main() reports its errors there
     parser.train_parser = sub.choices["train"]  # main() sets a --recipe's values on it
     return parser

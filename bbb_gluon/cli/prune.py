@@ -70,8 +70,12 @@ def cmd_prune(args):
     return 0
 
 
+# Its line in ``bbb-gluon --help``.
+HELP = "signal-to-noise pruning of a bbb run (paper's Table 2)"
+
+
 def add_parser(sub):
-    p = sub.add_parser("prune", help="signal-to-noise pruning of a bbb run (paper's Table 2)",
+    p = sub.add_parser("prune", help=HELP,
                        description="Set the lowest fraction of the weights of a bbb run's best "
                                    "(or, with --checkpoint latest, its end-of-training) "
                                    "checkpoint (biases are kept) to zero, ranked globally "

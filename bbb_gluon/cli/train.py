@@ -35,10 +35,14 @@ def _config_defaults():
     return defaults_of(TrainConfig)
 
 
+# Its line in ``bbb-gluon --help``.
+HELP = "train bbb / plain / dropout MLPs on (Fashion-)MNIST"
+
+
 def add_parser(sub):
     from ..training.config import RECIPES
 
-    p = sub.add_parser("train", help="train bbb / plain / dropout MLPs on (Fashion-)MNIST",
+    p = sub.add_parser("train", help=HELP,
                        description="Train on (Fashion-)MNIST; writes config.json, metrics.json, "
                                    "history.csv/json, learning_curve.png and checkpoints/ "
                                    "into the run folder.")

@@ -46,8 +46,12 @@ def cmd_weights(args):
     return 0
 
 
+# Its line in ``bbb-gluon --help``.
+HELP = "density of the weights of several runs (paper's Fig. 3)"
+
+
 def add_parser(sub):
-    p = sub.add_parser("weights", help="density of the weights of several runs (paper's Fig. 3)",
+    p = sub.add_parser("weights", help=HELP,
                        description="Plot the density of every Dense weight (biases left out) "
                                    "of each run's best checkpoint on one axis: one draw from "
                                    "the posterior of a bbb run (or its means with --draw "

@@ -2,11 +2,10 @@
 
 :class:`WorkerGroup` (``group``) is the worker's side, used inside ``fit``;
 :func:`launch` (``launcher``) is the other side, which starts and watches the processes.
-The launcher loads on first use of one of its names, so that training, which imports this
-package, never imports the code that starts processes (docs/architecture.md).
+Each loads on first use of one of its names: training, which imports this package, never
+imports the code that starts processes, and the launcher never imports MXNet, which the
+group needs (docs/architecture.md).
 """
-
-from .group import DIST_TYPES, WorkerGroup
 
 __all__ = ["DIST_TYPES", "WorkerGroup", "LaunchError", "LaunchInterrupted", "launch", "free_port",
            "launch_commands"]
@@ -18,4 +17,7 @@ def __getattr__(name):
     if name in _LAUNCHER:
         from . import launcher
         return getattr(launcher, name)
+    if name in ("DIST_TYPES", "WorkerGroup"):
+        from . import group
+        return getattr(group, name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

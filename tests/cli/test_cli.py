@@ -70,8 +70,8 @@ def assert_usage_error(status, stderr, message=None):
     assert "Traceback" not in stderr
     lines = [line for line in stderr.splitlines() if line.strip()]
     assert len(lines) == 1, stderr
-    assert lines[0].startswith("bbb-gluon"), stderr
-    assert ": error: " in lines[0]
+    # the program, then the command by name (not the arguments it was given)
+    assert re.match(r"bbb-gluon( [a-z]+)?: error: ", lines[0]), stderr
     if message is not None:
         assert re.search(message, lines[0]), lines[0]
 
@@ -1082,4 +1082,6 @@ def test_an_unreadable_host_file_is_a_usage_error(tmp_path):
     hosts = tmp_path / "hosts.bin"
     hosts.write_bytes(b"\xff\xfe\x00binary")
     status, _, stderr = run_in_process(["launch", "--host-file", str(hosts), "--", "train"])
-    assert_usage_error(status, stderr, "host-file")
+    assert_usage_error(status, stderr, "^bbb-gluon launch: error: --host-file")
+    status, _, stderr = run_in_process(["launch", "-n", "0", "--", "train"])
+    assert_usage_error(status, stderr, "^bbb-gluon launch: error: --workers must be >= 1")

@@ -169,6 +169,42 @@ def test_importing_training_does_not_load_the_launcher():
     assert out == ["False", "True"]
 
 
+def test_importing_the_package_loads_no_module_until_a_name_is_used():
+    import subprocess
+    import sys
+
+    code = ("import sys, bbb_gluon as bbb\n"
+            "def loaded(): return sorted(m for m in sys.modules if m == 'mxnet' or "
+            "m.startswith('bbb_gluon.'))\n"
+            "print(loaded())\n"
+            "bbb.BBBStep; print('mxnet' in sys.modules, 'bbb_gluon.training' in sys.modules)\n"
+            "print(bbb.GaussianPrior.__module__, bbb.fit.__module__)\n"
+            "names = {}; exec('from bbb_gluon import *', names)\n"
+            "print(sorted(set(bbb.__all__) - set(names)), 'make_prior' in dir(bbb))\n"
+            "try:\n    bbb.no_such_name\nexcept AttributeError as e:\n    print(e)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True).stdout.splitlines()
+    assert out == ["['bbb_gluon._mxnet_build']", "True False",
+                   "bbb_gluon.core.priors bbb_gluon.training.loop", "[] True",
+                   "module 'bbb_gluon' has no attribute 'no_such_name'"]
+
+
+@pytest.mark.parametrize("argv", [["--help"], ["launch", "--help"],
+                                  ["launch", "--print-commands", "--", "train"]])
+def test_the_command_line_loads_no_mxnet_for_help_or_launch(argv):
+    # The launcher only starts processes; MXNet's import would delay every worker it starts.
+    import subprocess
+    import sys
+
+    done = subprocess.run([sys.executable, "-X", "importtime", "-m", "bbb_gluon", *argv],
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    loaded = [line.rsplit("|", 1)[-1].strip() for line in done.stderr.splitlines()
+              if line.startswith("import time:")]
+    assert "bbb_gluon.cli.launch" in loaded
+    assert not [m for m in loaded if m.split(".")[0] in ("mxnet", "numpy", "matplotlib")]
+
+
 def test_only_the_trainer_adapter_reads_the_trainers_private_attributes():
     import re
 
