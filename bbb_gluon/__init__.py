@@ -14,12 +14,15 @@ module on first use. Nothing compiles and no MXNet operator runs then either: th
 kernels are built by ``make setup``, or on first use with a one-line notice.
 """
 
+# ruff: noqa: F401 - the TYPE_CHECKING imports below are re-exports, listed in __all__ at run time
 import importlib as _importlib
+import importlib.util as _importlib_util
+import typing as _typing
 
 from ._mxnet_build import check as _check_mxnet
 from ._mxnet_build import installed_builds as _installed_builds
 
-# Two MXNet builds in one mxnet/ folder: an error now, before anything is loaded.
+# Two MXNet builds in one mxnet/ folder, or none: an error now, before anything is loaded.
 _check_mxnet(_installed_builds(), import_mxnet=False)
 
 __version__ = "0.1.0"
@@ -46,6 +49,36 @@ _HOME = {
                     ".prediction"),
 }
 
+if _typing.TYPE_CHECKING:  # what static tools (pyright, mypy, an editor) read: _HOME's names
+    from ._files import FileWriteError
+    from .core.likelihood import GaussianNLLLoss, likelihood_loss
+    from .core.loss import BBBLoss, complexity_weight
+    from .core.posterior import (
+        BAYESIAN_LAYERS,
+        Posterior,
+        PosteriorMismatchError,
+        WeightSample,
+        bayesian_parameters,
+    )
+    from .core.priors import *  # noqa: F403
+    from .core.sampling import use_means, use_weights
+    from .core.step import BBBStep, NotFiniteError, StepCosts, trainable_params
+    from .prediction import error_rate, predict_proba, predict_samples, uncertainty
+    from .training import (
+        MLP,
+        CheckpointError,
+        Network,
+        RunOptions,
+        TrainConfig,
+        TrainingDiverged,
+        TrainingInterrupted,
+        TrainResult,
+        UnreadableCheckpointError,
+        build_mlp,
+        fit,
+        load_run,
+    )
+
 
 def _load(module):
     _check_mxnet([])  # MXNet itself (the builds were checked at import): says what to install
@@ -62,7 +95,12 @@ def __getattr__(name):
         value = [*_prior_names(), *_HOME, "__version__"]
     elif name in _HOME:
         value = getattr(_load(_HOME[name]), name)
-    elif not name.startswith("_") and name in _prior_names():
+    elif name.startswith("_"):
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    elif _importlib_util.find_spec(f"{__name__}.{name}") is not None:
+        # a module of the package (``bbb.data``, ``bbb.training``): it imports what it needs
+        value = _importlib.import_module(f".{name}", __name__)
+    elif name in _prior_names():
         value = getattr(_load(".core.priors"), name)
     else:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -5,6 +5,7 @@ MXNet 1.9.1 ships as several pip distributions (``mxnet`` for CPUs, ``mxnet-cu11
 them, the files of one overwrite the other's and the result is neither.
 """
 
+import importlib.util
 import os
 import re
 import sys
@@ -41,8 +42,9 @@ def installed_builds():
 
 
 def check(builds=None, import_mxnet=True):
-    """Raise ``ImportError`` if two MXNet builds are installed, or (``import_mxnet``) MXNet
-    cannot be imported; ``builds`` defaults to :func:`installed_builds`."""
+    """Raise ``ImportError`` if two MXNet builds are installed, or MXNet cannot be imported
+    (without ``import_mxnet``: is not installed); ``builds`` defaults to
+    :func:`installed_builds`."""
     builds = installed_builds() if builds is None else list(builds)
     if len(builds) > 1:
         raise ImportError(
@@ -50,6 +52,9 @@ def check(builds=None, import_mxnet=True):
             f"share one mxnet/ folder and overwrite each other's files. Uninstall all "
             f"(pip uninstall -y {' '.join(builds)}), then {INSTALL_HINT}")
     if not import_mxnet:
+        if importlib.util.find_spec("mxnet") is None:  # finds it without importing it
+            raise ImportError(f"bbb_gluon needs MXNet 1.9.1, which is not installed; "
+                              f"{INSTALL_HINT}")
         return
     try:
         import mxnet  # noqa: F401

@@ -21,7 +21,11 @@ def main(argv=None):
     PROGRAM["running"] = argv is None
     words = sys.argv[1:] if argv is None else list(argv)
     # The first word that is not an option names the command: only its options are built.
-    parser = build_parser(next((w for w in words if not w.startswith("-")), ""))
+    command = next((w for w in words if not w.startswith("-")), "")
+    if command not in ("", "launch"):  # the others read the library's defaults: MXNet
+        from .._mxnet_build import check
+        check([])  # one that cannot be imported is named, with what to install
+    parser = build_parser(command)
     args = _parse(parser, argv)
     if getattr(args, "recipe", None):
         from ..training.config import RECIPES
@@ -51,27 +55,26 @@ def main(argv=None):
 
 def _one_line(args, e):
     """Print ``e`` as the command's one-line error and return the exit status, or None if
-    it is a bug. The library's error classes are imported once something has failed, so
-    that launch loads none of the library."""
+    it is a bug. The library's error classes are looked up, not imported: an instance of
+    one exists only once its module is loaded, and launch loads none of the library."""
+    def loaded(module, name):
+        return getattr(sys.modules.get(f"bbb_gluon.{module}"), name, type(None))
+
     if isinstance(e, UsageError):
         return _report(args, " ".join(str(e).split()), EXIT_USAGE)
-    from .._files import FileWriteError
-    from ..bandit import BanditCheckpointError
-    from ..core.posterior import PosteriorMismatchError
-    from ..data import DataFileError, DatasetNotFoundError
-    from ..runs import RunFolderError
-    from ..training import CheckpointError
-
-    if isinstance(e, DatasetNotFoundError):  # its lines say where to put the files
+    if isinstance(e, loaded("data.folder", "DatasetNotFoundError")):  # says where to put files
         return _report(args, str(e), EXIT_USAGE)
-    if isinstance(e, FileWriteError):  # a failing disk
+    if isinstance(e, loaded("_files", "FileWriteError")):  # a failing disk
         return _report(args, str(e), EXIT_FAILURE)
-    if not isinstance(e, CheckpointError | PosteriorMismatchError | DataFileError |
-                      FileNotFoundError | RunFolderError | BanditCheckpointError):
+    if not isinstance(e, (FileNotFoundError, loaded("training.checkpoint", "CheckpointError"),
+                          loaded("core.posterior", "PosteriorMismatchError"),
+                          loaded("data.folder", "DataFileError"),
+                          loaded("runs", "RunFolderError"),
+                          loaded("bandit.engine", "BanditCheckpointError"))):
         return None
     message = " ".join(str(e).split())
-    if isinstance(e, CheckpointError) and getattr(args, "checkpoint", None) == "latest" \
-            and " is corrupt" in message:
+    if isinstance(e, loaded("training.checkpoint", "CheckpointError")) \
+            and getattr(args, "checkpoint", None) == "latest" and " is corrupt" in message:
         message += "; --checkpoint best reads the best checkpoint instead"
     return _report(args, message, EXIT_USAGE)
 

@@ -21,3 +21,7 @@ def __getattr__(name):
         from . import group
         return getattr(group, name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def __dir__():
+    return sorted({*globals(), *__all__})

@@ -88,10 +88,6 @@ def _check_counts(num_workers, num_servers, threads):
         raise ValueError(f"threads must be a positive integer, got {threads!r}")
 
 
-# Started as a file: ``-m bbb_gluon.distributed.node`` would import the package, and MXNet.
-_NODE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "node.py")
-
-
 def _program(role, argv, server_optimizer):
     """What a process runs: the workers' command; MXNet's own import for a server that may
     be sent an optimizer; otherwise ``node.py``, which skips the import's 2 s (its docstring)."""
@@ -99,7 +95,7 @@ def _program(role, argv, server_optimizer):
         return argv
     if role == "server" and server_optimizer:
         return [sys.executable, "-c", "import mxnet"]
-    return [sys.executable, _NODE]
+    return [sys.executable, "-m", "bbb_gluon.distributed.node"]
 
 
 def launch_commands(command, num_workers, num_servers, hosts, port=9091, threads=1,

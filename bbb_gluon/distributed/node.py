@@ -13,17 +13,15 @@ package, so ``launch`` starts such servers with ``import mxnet`` unless told tha
 update their own parameters, as ``fit`` and ``bbb-gluon train`` do. A server started here
 that receives an optimizer says so and exits with status 1.
 
-Run as a file (``python .../node.py``), not as ``-m bbb_gluon.distributed.node``: importing
-the package would import MXNet. Only the standard library is used here.
+``launch`` runs it as ``python -m bbb_gluon.distributed.node``: importing ``bbb_gluon`` and
+its ``distributed`` loads none of their modules (their names load on first use), and this
+one uses only the standard library.
 """
 
 import ctypes
 import importlib.util
 import os
 import sys
-
-# The command id a worker's KVStore.set_optimizer sends (MXNet's kvstore.py).
-_SET_OPTIMIZER = 0
 
 
 def library_path():
@@ -40,14 +38,13 @@ def library_path():
 
 
 def _controller(role):
+    # MXNet hands Python only the commands its C++ server does not handle itself, and the
+    # only one its Python package sends is the optimizer (_SET_OPTIMIZER).
     def control(command, body, _):
-        if command == _SET_OPTIMIZER:
-            print(f"this {role} was started without MXNet's Python package, which a worker's "
-                  "optimizer needs (a Trainer with update_on_kvstore=True): start the "
-                  "servers with it (launch(..., server_optimizer=True), the default of a "
-                  "program of your own)", file=sys.stderr, flush=True)
-        else:
-            print(f"{role}: unknown command {command}", file=sys.stderr, flush=True)
+        print(f"this {role} was started without MXNet's Python package, which a worker's "
+              f"optimizer needs (command {command}: a Trainer with update_on_kvstore=True): "
+              "start the servers with it (launch(..., server_optimizer=True), the default "
+              "for a program of your own)", file=sys.stderr, flush=True)
         os._exit(1)  # an exception raised here would be printed and ignored by ctypes
     return control
 
@@ -58,18 +55,22 @@ def run():
     if role not in ("scheduler", "server"):
         sys.exit(f"node.py runs a scheduler or a server: DMLC_ROLE is {role!r}")
     lib = ctypes.CDLL(library_path(), ctypes.RTLD_LOCAL)
+    prototype = ctypes.CFUNCTYPE(None, ctypes.c_int, ctypes.c_char_p, ctypes.c_void_p)
     lib.MXGetLastError.restype = ctypes.c_char_p
+    lib.MXKVStoreCreate.argtypes = [ctypes.c_char_p, ctypes.POINTER(ctypes.c_void_p)]
+    lib.MXKVStoreRunServer.argtypes = [ctypes.c_void_p, prototype, ctypes.c_void_p]
 
     def check(status):
         if status != 0:
             sys.exit(f"{role}: {lib.MXGetLastError().decode('utf-8', 'replace')}")
 
     handle = ctypes.c_void_p()
-    check(lib.MXKVStoreCreate(ctypes.c_char_p(b"dist"), ctypes.byref(handle)))
-    prototype = ctypes.CFUNCTYPE(None, ctypes.c_int, ctypes.c_char_p, ctypes.c_void_p)
-    controller = prototype(_controller(role))  # held here while the server runs
-    check(lib.MXKVStoreRunServer(handle, controller, None))
-    check(lib.MXNotifyShutdown())
+    try:
+        check(lib.MXKVStoreCreate(b"dist", ctypes.byref(handle)))
+        controller = prototype(_controller(role))  # held here while the server runs
+        check(lib.MXKVStoreRunServer(handle, controller, None))
+    finally:
+        lib.MXNotifyShutdown()  # as MXNet's import does at exit
 
 
 if __name__ == "__main__":

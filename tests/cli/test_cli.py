@@ -1085,3 +1085,15 @@ def test_an_unreadable_host_file_is_a_usage_error(tmp_path):
     assert_usage_error(status, stderr, "^bbb-gluon launch: error: --host-file")
     status, _, stderr = run_in_process(["launch", "-n", "0", "--", "train"])
     assert_usage_error(status, stderr, "^bbb-gluon launch: error: --workers must be >= 1")
+
+
+def test_a_missing_program_is_a_usage_error_of_launch_and_loads_no_mxnet(tmp_path):
+    # FileNotFoundError from starting the workers: one line, without importing the
+    # library to recognise it (the launcher runs no MXNet).
+    done = subprocess.run([sys.executable, "-X", "importtime", "-m", "bbb_gluon", "launch",
+                           "-n", "1", "--timeout", "60", "--", str(tmp_path / "no-program")],
+                          capture_output=True, text=True, timeout=120)
+    lines = [line for line in done.stderr.splitlines() if not line.startswith("import time:")]
+    assert_usage_error(done.returncode, "\n".join(lines),
+                       "^bbb-gluon launch: error: .*No such file or directory")
+    assert "| mxnet\n" not in done.stderr and not done.stderr.rstrip().endswith("| mxnet")

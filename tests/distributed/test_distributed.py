@@ -92,13 +92,13 @@ def test_launch_commands_for_several_machines():
         elif role == "server":  # MXNet's import, which can run an optimizer sent to it
             assert text.endswith("-c 'import mxnet'") and "OMP_NUM_THREADS=1" in text
         else:
-            assert text.endswith("/distributed/node.py") and "OMP_NUM_THREADS=1" in text
+            assert text.endswith("-m bbb_gluon.distributed.node") and "OMP_NUM_THREADS=1" in text
     # Workers that update their own parameters: every server runs without the import.
     lines = launch_commands(["python", "train.py"], 2, 2, ["10.0.0.1"],
                             server_optimizer=False)
     for _, role, text in lines:
         assert text.endswith("python train.py") if role == "worker" else \
-            text.endswith("/distributed/node.py")
+            text.endswith("-m bbb_gluon.distributed.node")
 
 
 @pytest.mark.parametrize("kwargs, message", [

@@ -189,6 +189,21 @@ def test_importing_the_package_loads_no_module_until_a_name_is_used():
                    "module 'bbb_gluon' has no attribute 'no_such_name'"]
 
 
+def test_static_tools_see_every_lazy_name_of_the_package():
+    # The TYPE_CHECKING block of bbb_gluon/__init__.py imports exactly the names that
+    # __getattr__ loads (_HOME), each from the module _HOME names.
+    import ast
+
+    import bbb_gluon
+
+    tree = ast.parse((PACKAGE / "__init__.py").read_text())
+    block = next(node for node in tree.body if isinstance(node, ast.If)
+                 and "TYPE_CHECKING" in ast.unparse(node.test))
+    imported = {alias.name: "." * node.level + (node.module or "")
+                for node in block.body for alias in node.names if alias.name != "*"}
+    assert imported == bbb_gluon._HOME
+
+
 @pytest.mark.parametrize("argv", [["--help"], ["launch", "--help"],
                                   ["launch", "--print-commands", "--", "train"]])
 def test_the_command_line_loads_no_mxnet_for_help_or_launch(argv):
