@@ -60,9 +60,12 @@ def table(summary, tables, key, higher_is_better):
                 continue
             spread = math.sqrt(se ** 2 + theirs[1] ** 2)
             sign = 1 if higher_is_better else -1
-            # One split of ours against a printed ± 0.00: no spread, so no bracket.
-            bracket = f" ({sign * (ours['mean'] - theirs[0]) / spread:+.1f})" if spread > 0 \
-                else ""
+            # No bracket for one split of ours against a printed ± 0.00 (no spread), nor
+            # where ours equals a column printed ± 0.00 at its two decimals (Naval's RMSE:
+            # 0.00 there holds anything below 0.005).
+            level = theirs[1] == 0 and abs(ours["mean"] - theirs[0]) < 0.005
+            bracket = f" ({sign * (ours['mean'] - theirs[0]) / spread:+.1f})" \
+                if spread > 0 and not level else ""
             cells.append(f"{theirs[0]:.2f} ± {theirs[1]:.2f}{bracket}")
         ours_text = f"{ours['mean']:.3f} ± {se:.3f}" if ours["se"] is not None \
             else f"{ours['mean']:.3f}"

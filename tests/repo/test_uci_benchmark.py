@@ -47,3 +47,17 @@ def test_one_split_end_to_end_then_resumed(uci_root, tmp_path):
     second = run(out, uci_root)
     assert "split 0:" not in second.stdout and "over 1 splits" in second.stdout
     assert (out / "yacht" / "split_0.json").stat().st_mtime_ns == before
+
+
+def test_the_table_brackets_only_differences_the_columns_can_show():
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "experiments"))
+    import uci_table
+
+    summary = {"naval": {"splits": 20, "rmse": {"mean": 0.002, "se": 0.0001}}}
+    tables = {"rmse": {"columns": ["A", "B", "C"],
+                       "rows": {"Naval": {"A": (0.01, 0.0), "B": (0.0, 0.0), "C": (0.004, 0.001)}}}}
+    row = uci_table.table(summary, tables, "rmse", higher_is_better=False).splitlines()[-1]
+    # 0.01 ± 0.00: higher than ours at two decimals; 0.00 ± 0.00: equal there, no bracket;
+    # a column with a spread always gets one
+    assert row == ("| Naval | 20 | 0.002 ± 0.000 | 0.01 ± 0.00 (+80.0) | 0.00 ± 0.00 | "
+                   "0.00 ± 0.00 (+2.0) |")
