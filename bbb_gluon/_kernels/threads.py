@@ -52,20 +52,12 @@ import warnings
 
 import mxnet as mx
 
-from . import fused
+from . import cores, fused
 
 __all__ = ["claim", "cores", "train_threads", "predict_threads", "configure", "per_context",
            "current", "set_threads", "using_threads"]
 
 _settings = {"train": None, "predict": None, "claim": None}
-
-
-def cores():
-    """The cores this process may run on."""
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:  # not Linux
-        return os.cpu_count() or 1
 
 
 def _from_env(name):

@@ -15,6 +15,10 @@ from .parser import build_parser
 
 __all__ = ["main"]
 
+# Commands whose process runs no MXNet operator (launch only starts and watches others): it
+# is neither checked for nor given its threads, and they start without importing it.
+WITHOUT_MXNET = ("launch",)
+
 
 def main(argv=None):
     # The console script and ``python -m bbb_gluon`` call main() with no arguments.
@@ -22,7 +26,7 @@ def main(argv=None):
     words = sys.argv[1:] if argv is None else list(argv)
     # The first word that is not an option names the command: only its options are built.
     command = next((w for w in words if not w.startswith("-")), "")
-    if command not in ("", "launch"):  # the others read the library's defaults: MXNet
+    if command and command not in WITHOUT_MXNET:  # its options show the library's defaults
         from .._mxnet_build import check
         check([])  # one that cannot be imported is named, with what to install
     parser = build_parser(command)
@@ -33,7 +37,7 @@ def main(argv=None):
         # The recipe's values become the defaults, so options given beside it still win.
         parser.train_parser.set_defaults(**RECIPES[args.recipe])
         args = _parse(parser, argv)
-    if PROGRAM["running"] and args.command != "launch":  # the launcher runs no operator
+    if PROGRAM["running"] and args.command not in WITHOUT_MXNET:
         # Before any MXNet operator, or the thread count can no longer go up (quietly:
         # main() called in a process that already ran operators keeps MXNet's count).
         from ..threads import claim

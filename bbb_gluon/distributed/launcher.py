@@ -19,6 +19,7 @@ import sys
 import threading
 import time
 
+from .._kernels import cores
 from ..signals import signals_blocked, stop_requests
 
 __all__ = ["LaunchError", "LaunchInterrupted", "launch", "free_port", "launch_commands"]
@@ -35,14 +36,6 @@ _STOPPED = (0, 130, 143, -signal.SIGINT, -signal.SIGTERM)
 class LaunchError(RuntimeError):
     """A process of a launched run failed, or the run passed its time limit; every
     process the launcher started has been stopped."""
-
-
-def _cores():
-    # bbb_gluon.threads.cores(), which would load MXNet into the launcher; it runs none
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:  # not Linux
-        return os.cpu_count() or 1
 
 
 def free_port(host="127.0.0.1"):
@@ -247,7 +240,7 @@ def launch(command, num_workers=2, num_servers=1, timeout=None, threads=None,
     port = port or (free_port(host) if not ssh_hosts else 9091)
     if threads is None:
         per_host = -(-num_workers // len(hosts))
-        threads = max(1, _cores() // per_host)
+        threads = max(1, cores() // per_host)
     lock = threading.Lock()
     processes = []
     base_env = dict(os.environ)
