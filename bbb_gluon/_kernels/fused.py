@@ -5,7 +5,7 @@ Bayes-by-Backprop step built from them needs some twenty passes over every weigh
 ``nd.random.normal`` alone costs more than four plain training steps (see
 ``docs/benchmarks.md``). ``_kernels/fused.cc`` does the same arithmetic in OpenMP-parallel,
 vectorised loops behind fifteen operators, and MXNet loads it as an operator library
-(``mx.library.load``):
+(as ``mx.library.load`` does: :func:`bbb_gluon._kernels.private.load_operator_library`):
 
 - ``bbb_normal``: N(0, 1) noise by Box-Muller from a counter-based hash of
   ``(seed, stream, counter, layer)``, so it is reproducible and resumable (or, with
@@ -56,8 +56,7 @@ import threading
 import warnings
 from pathlib import Path
 
-import mxnet as mx
-
+from . import private
 from .build import build, compiler
 
 __all__ = ["available", "unavailable_reason", "load", "library_path"]
@@ -85,7 +84,7 @@ def load():
         else:
             try:
                 path = build(cxx, _SOURCE, "bbb_fused", flags=_EXACT_FLAGS)
-                mx.library.load(str(path), verbose=False)
+                private.load_operator_library(path)
                 _state.update(loaded=True, path=str(path))
             except Exception as e:  # a failed build must never stop training
                 _state["reason"] = f"{type(e).__name__}: {e}"

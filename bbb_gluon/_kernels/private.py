@@ -4,12 +4,19 @@ MXNet 1.9.1 (``bbb_gluon._mxnet_build`` checks the version at import), so that a
 that renamed one fails here and nowhere else.
 """
 
+import ctypes
+import os
+import sys
+
+from mxnet import base
 from mxnet.gluon.loss import _apply_weighting
+from mxnet.ndarray.register import _make_ndarray_function
+from mxnet.symbol.register import _make_symbol_function
 
 __all__ = ["sparse_label", "is_hybridized", "set_hybridized", "act_type", "children",
            "own_params", "params_with_prefix", "input_width", "dense_settings",
            "conv_settings", "loss_settings", "apply_weighting", "parameter_arrays",
-           "set_parameter_arrays", "dataset_arrays", "barrier"]
+           "set_parameter_arrays", "dataset_arrays", "barrier", "load_operator_library"]
 
 
 def sparse_label(loss):
@@ -102,3 +109,47 @@ def dataset_arrays(dataset):
 def barrier(kvstore):
     """Wait for every worker of a distributed kvstore (MXNet 1.9.1 names it privately)."""
     kvstore._barrier()
+
+
+def _operator_names():
+    size, names = ctypes.c_uint(), ctypes.POINTER(ctypes.c_char_p)()
+    base.check_call(base._LIB.MXListAllOpNames(ctypes.byref(size), ctypes.byref(names)))
+    return {base.py_str(names[i]) for i in range(size.value)}
+
+
+def load_operator_library(path):
+    """``mx.library.load(path, verbose=False)``, making Python functions for the library's
+    own operators only. MXNet's makes them again for every one of its ~1,200 operators in
+    ``mx.nd`` and ``mx.sym`` (0.6-0.7 CPU-seconds, paid by every process that loads the
+    kernels: each worker of a launch, each notebook); the functions made here are the
+    ones it would make for the new names, in the same modules."""
+    path = str(path)
+    if not (os.path.isabs(path) and os.path.isfile(path)):
+        raise base.MXNetError(f"load path {path} is not an existing absolute path")
+    before = _operator_names()
+    base.check_call(base._LIB.MXLoadLib(ctypes.c_char_p(path.encode()), base.mx_uint(0)))
+    new = sorted(_operator_names() - before)
+    if any(base._is_np_op(name) or base._get_op_name_prefix(name) for name in new):
+        # Names MXNet files under submodules (contrib, linalg, ...): its own way, whole.
+        for module, make in (("ndarray", _make_ndarray_function),
+                             ("symbol", _make_symbol_function)):
+            base._init_op_module("mxnet", module, make)
+            vars(sys.modules["mxnet." + module]).update(
+                (name, getattr(sys.modules[f"mxnet.{module}.op"], name))
+                for name in dir(sys.modules[f"mxnet.{module}.op"]))
+        return new
+    for module, make in (("ndarray", _make_ndarray_function),
+                         ("symbol", _make_symbol_function)):
+        for name in new:
+            handle = base.OpHandle()
+            base.check_call(base._LIB.NNGetOpHandle(base.c_str(name), ctypes.byref(handle)))
+            # As MXNet files them: "_backward_..." in _internal, the rest in op and the
+            # module itself (mx.nd.bbb_draw).
+            homes = [f"mxnet.{module}._internal"] if name.startswith("_") else \
+                [f"mxnet.{module}.op", f"mxnet.{module}"]
+            function = make(handle, name, name)
+            function.__module__ = module  # as MXNet sets it
+            for home in homes:
+                setattr(sys.modules[home], name, function)
+                sys.modules[home].__all__.append(name)
+    return new
