@@ -1,7 +1,7 @@
 # Two entry points, both idempotent: `make demo` and `make test`.
 # The virtual environment is built once (.venv) and reused while pyproject.toml is unchanged:
 # `make demo` installs what the demo needs (MXNet, NumPy, Matplotlib, tqdm), `make setup`
-# (and so `make test`, `make lab`) adds the test and notebook tools.
+# (and so `make test`, `make lab`, `make docs`) the test, notebook and documentation tools too.
 #
 # MXNet 1.9.1 needs numpy<1.24, which has no wheels past Python 3.11: the first of python3.11
 # and python3 that is 3.11 builds .venv (Debian 13's python3 is 3.13; it ships python3.11
@@ -27,31 +27,41 @@ export BBB_GLUON_DATA ?= $(CURDIR)/.data
 
 .PHONY: setup data demo lab test unit repo notebooks lint docs docs-check bench clean
 
-setup: $(VENV)/.installed
+setup: $(VENV)/.dev-installed
+
+# A new .venv (where there is none) with a current pip. --no-compile: pip would byte-compile
+# every file of every package it installs (JupyterLab's, Sphinx's, ...); Python compiles
+# the few that are imported, once, on their first import instead (pip's compiling was a
+# third of `make test`'s install time on a 2-core machine, docs/development.md).
+define NEW_VENV
+$(if $(PYTHON),,$(error $(NO_PYTHON)))
+$(if $(wildcard $(PY)),,$(PYTHON) -m venv $(VENV))
+$(if $(wildcard $(PY)),,$(PY) -m pip install --quiet --upgrade pip)
+endef
+PIP_INSTALL = $(PY) -m pip install --quiet --no-compile
+
+# The compiled kernels, so that no import or first run has to build them.
+define BUILD_KERNELS
+$(PY) -c "import bbb_gluon.bandit.engine as e; e.kernels()" || \
+  echo "the kernels could not be built here: plain MXNet operators will be used"
+endef
 
 # The package and one MXNet build: all `make demo` needs.
 $(VENV)/.core-installed: pyproject.toml
-	$(if $(PYTHON),,$(error $(NO_PYTHON)))
-	$(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -e '.[$(MXNET_BUILD)]'
+	$(NEW_VENV)
+	$(PIP_INSTALL) -e '.[$(MXNET_BUILD)]'
 	$(PY) -m pip check
-	@# The compiled kernels, so that no import or first run has to build them.
-	$(PY) -c "import bbb_gluon.bandit.engine as e; e.kernels()" || \
-	  echo "the kernels could not be built here: plain MXNet operators will be used"
+	$(BUILD_KERNELS)
 	touch $@
 
-# ... and the test and notebook extras on top: everything else.
-$(VENV)/.installed: $(VENV)/.core-installed
-	$(PY) -m pip install --quiet -e '.[$(MXNET_BUILD),test,notebooks]'
+# Everything (the test, notebook and documentation tools too) in one pip call: on a new
+# .venv, one resolution instead of one per layer.
+$(VENV)/.dev-installed: pyproject.toml
+	$(NEW_VENV)
+	$(PIP_INSTALL) -e '.[$(MXNET_BUILD),test,notebooks,docs]'
 	$(PY) -m pip check
-	touch $@
-
-# The docs extra (Sphinx, MyST-NB, Furo, Selenium) on top of setup's environment, once.
-$(VENV)/.docs-installed: $(VENV)/.installed
-	$(PY) -m pip install --quiet -e '.[$(MXNET_BUILD),docs]'
-	$(PY) -m pip check
-	touch $@
+	$(BUILD_KERNELS)
+	touch $(VENV)/.core-installed $@
 
 # Link whatever copies this machine has; missing ones are simply absent
 # (data tests then skip locally, and fail in CI where BBB_GLUON_REQUIRE_DATA=1).
@@ -103,7 +113,7 @@ notebooks: setup data
 # notebooks from their committed outputs (never executed), the API from the docstrings;
 # a warning is an error. -E reads every page each time, so that a warning is never hidden
 # by an earlier build's saved state.
-docs: $(VENV)/.docs-installed
+docs: setup
 	$(VENV)/bin/sphinx-build -W --keep-going -E -q -b html docs docs/_build/html
 
 # ... opened in headless Chromium (apt-get install chromium chromium-driver): every page

@@ -107,8 +107,8 @@ def test_a_missing_mxnet_is_an_import_error_that_says_what_to_install(monkeypatc
 # --------------------------------------------------------------------------- the Makefile's Python
 
 
-def _make_setup_dry_run(tmp_path, pythons):
-    """``make -n setup`` into a new environment folder with only ``pythons`` on PATH
+def _make_setup_dry_run(tmp_path, pythons, target="setup"):
+    """``make -n <target>`` into a new environment folder with only ``pythons`` on PATH
     (name -> the version its ``--version`` prints): what the Makefile would run."""
     import os
     import shutil
@@ -128,7 +128,7 @@ def _make_setup_dry_run(tmp_path, pythons):
            if k not in ("PYTHON", "MAKEFLAGS", "MFLAGS", "MAKELEVEL")}
     env["PATH"] = str(bin_dir)
     return subprocess.run([make, "-n", "--no-print-directory", f"VENV={tmp_path / 'venv'}",
-                           "setup"], cwd=ROOT, env=env, capture_output=True, text=True,
+                           target], cwd=ROOT, env=env, capture_output=True, text=True,
                           timeout=60)
 
 
@@ -156,12 +156,14 @@ def test_without_python_3_11_the_makefile_stops_in_one_line_naming_the_ways(tmp_
         assert way in lines[0], way
 
 
-def test_make_demo_installs_only_the_core_and_setup_the_rest(tmp_path):
-    done = _make_setup_dry_run(tmp_path, {"python3": "3.11.9"})
-    installs = [line for line in done.stdout.splitlines() if "pip install" in line
-                and "-e" in line]
-    assert installs == ["%s -m pip install --quiet -e '.[cpu]'" % (tmp_path / "venv/bin/python"),
-                        "%s -m pip install --quiet -e '.[cpu,test,notebooks]'"
-                        % (tmp_path / "venv/bin/python")]
+def test_make_demo_installs_only_the_core_and_setup_everything_in_one_call(tmp_path):
+    for target, extras in (("demo", "cpu"), ("setup", "cpu,test,notebooks,docs")):
+        python = tmp_path / target / "venv/bin/python"
+        (tmp_path / target).mkdir()
+        done = _make_setup_dry_run(tmp_path / target, {"python3": "3.11.9"}, target)
+        installs = [line for line in done.stdout.splitlines() if "pip install" in line]
+        assert installs == [f"{python} -m pip install --quiet --upgrade pip",
+                            f"{python} -m pip install --quiet --no-compile -e '.[{extras}]'"]
     makefile = (ROOT / "Makefile").read_text()
     assert "\ndemo: $(VENV)/.core-installed\n" in makefile
+    assert "\ndocs: setup\n" in makefile
