@@ -29,16 +29,15 @@ export BBB_GLUON_DATA ?= $(CURDIR)/.data
 
 setup: $(VENV)/.dev-installed
 
-# A new .venv (where there is none) with a current pip. --no-compile: pip would byte-compile
-# every file of every package it installs (JupyterLab's, Sphinx's, ...); Python compiles
-# the few that are imported, once, on their first import instead (pip's compiling was a
-# third of `make test`'s install time on a 2-core machine, docs/development.md).
+# A new .venv (where there is none) with a current pip. pip's byte-compiling is a third of
+# the install's time, but stays: without it, where PYTHONDONTWRITEBYTECODE is set (as on the
+# CI machines), every process would compile every module it imports again.
 define NEW_VENV
 $(if $(PYTHON),,$(error $(NO_PYTHON)))
 $(if $(wildcard $(PY)),,$(PYTHON) -m venv $(VENV))
 $(if $(wildcard $(PY)),,$(PY) -m pip install --quiet --upgrade pip)
 endef
-PIP_INSTALL = $(PY) -m pip install --quiet --no-compile
+PIP_INSTALL = $(PY) -m pip install --quiet
 
 # The compiled kernels, so that no import or first run has to build them.
 define BUILD_KERNELS

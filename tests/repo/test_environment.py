@@ -163,7 +163,7 @@ def test_make_demo_installs_only_the_core_and_setup_everything_in_one_call(tmp_p
         done = _make_setup_dry_run(tmp_path / target, {"python3": "3.11.9"}, target)
         installs = [line for line in done.stdout.splitlines() if "pip install" in line]
         assert installs == [f"{python} -m pip install --quiet --upgrade pip",
-                            f"{python} -m pip install --quiet --no-compile -e '.[{extras}]'"]
+                            f"{python} -m pip install --quiet -e '.[{extras}]'"]
     makefile = (ROOT / "Makefile").read_text()
     assert "\ndemo: $(VENV)/.core-installed\n" in makefile
     assert "\ndocs: setup\n" in makefile
