@@ -122,8 +122,12 @@ docs-check: docs
 
 # docs before repo: tests/repo/test_docs_site.py checks the site that docs has just built (as
 # prerequisites of the recipe, lint and docs are done before it starts, even under -j).
-test: lint docs
-	$(MAKE) unit repo notebooks
+# The three suites above in one pytest session: one start-up instead of three, and both
+# workers busy to the end. --dist loadgroup as tests/conftest.py schedules it: each
+# notebook is one unit (its cells in order on one worker), every other test one of its own.
+test: lint docs data
+	CI=$${CI:-true} $(VENV)/bin/pytest tests notebooks --nbval-lax --nbval-cell-timeout=600 \
+	  $(XDIST) --dist loadgroup --durations=20
 
 bench: setup data
 	$(PY) benchmarks/bench_epoch.py

@@ -86,6 +86,26 @@ def fused_kernels():
         pytest.skip(msg)
 
 
+# --------------------------------------------------------------------------- scheduling
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_xdist_make_scheduler(config, log):
+    # `make test` runs tests/ and the notebooks in one pytest-xdist session with --dist
+    # loadgroup: a notebook's cells share one kernel, so each notebook is one unit of work
+    # (its cells in order on one worker); every other test is a unit of its own. (The
+    # xdist_group mark would say so, but xdist 3.8 cannot rename pytest 9's node ids.)
+    if config.getvalue("dist") != "loadgroup":
+        return None
+    from xdist.scheduler import LoadGroupScheduling
+
+    class NotebookScheduling(LoadGroupScheduling):
+        def _split_scope(self, nodeid):
+            path = nodeid.split("::", 1)[0]
+            return path if path.endswith(".ipynb") else super()._split_scope(nodeid)
+
+    return NotebookScheduling(config, log)
+
+
 # --------------------------------------------------------------------------- processes
 
 _PR_SET_CHILD_SUBREAPER = 36
