@@ -114,29 +114,37 @@ def load_mushroom(root: str | os.PathLike | None = None) -> Mushrooms:
     if len(lines) != _MUSHROOM_ROWS:
         raise DataFileError(f"{path}: {len(lines)} rows; the UCI Mushroom file has "
                             f"{_MUSHROOM_ROWS}.")
-    codes = np.empty((len(lines), 23), dtype="U1")
-    for i, line in enumerate(lines):
-        fields = line.split(",")
-        if len(fields) != 23 or any(len(f) != 1 for f in fields):
-            raise DataFileError(f"{path}, line {i + 1}: expected 23 one-letter fields "
-                                f"(class, then 22 attributes), got {line[:60]!r}.")
-        codes[i] = fields
-    if not np.isin(codes[:, 0], ["e", "p"]).all():
+    # 23 one-letter fields are exactly 45 characters with the commas at the odd places:
+    # checked and split as one byte array (a loop over the rows took 0.3 s).
+    letters = None
+    if all(len(line) == 45 for line in lines):
+        raw = np.frombuffer("".join(lines).encode("ascii"), np.uint8).reshape(len(lines), 45)
+        letters = raw[:, ::2]
+        bad = (raw[:, 1::2] != ord(",")).any(axis=1) | (letters == ord(",")).any(axis=1)
+        first_bad = int(np.argmax(bad)) if bad.any() else None
+    else:
+        first_bad = next(i for i, line in enumerate(lines) if len(line) != 45)
+    if first_bad is not None:
+        raise DataFileError(f"{path}, line {first_bad + 1}: expected 23 one-letter fields "
+                            f"(class, then 22 attributes), got {lines[first_bad][:60]!r}.")
+    if not np.isin(letters[:, 0], [ord("e"), ord("p")]).all():
         raise DataFileError(f"{path}: the first column (class) must be 'e' or 'p'.")
-    edible = codes[:, 0] == "e"
+    edible = letters[:, 0] == ord("e")
     if int(edible.sum()) != _MUSHROOM_EDIBLE:
         raise DataFileError(f"{path}: {int(edible.sum())} edible rows; the UCI file has "
                             f"{_MUSHROOM_EDIBLE} of {_MUSHROOM_ROWS}.")
     features = np.empty((len(lines), len(_MUSHROOM_ATTRIBUTES)), np.int32)
     columns = []
     for j, (name, values) in enumerate(_MUSHROOM_ATTRIBUTES):
-        col = codes[:, j + 1]
-        unknown = sorted(set(col) - set(values))
+        col = letters[:, j + 1]
+        seen = set(np.unique(col).tobytes().decode("ascii"))
+        unknown = sorted(seen - set(values))
         if unknown:
             raise DataFileError(f"{path}: attribute {name} (column {j + 2}) has values "
                                 f"{unknown} that the UCI .names file does not list.")
-        present = [v for v in values if v in set(col)]
-        lookup = {v: len(columns) + k for k, v in enumerate(present)}
-        features[:, j] = [lookup[v] for v in col]
+        present = [v for v in values if v in seen]
+        lookup = np.zeros(256, np.int32)
+        lookup[[ord(v) for v in present]] = np.arange(len(columns), len(columns) + len(present))
+        features[:, j] = lookup[col]
         columns += [f"{name}={v}" for v in present]
     return Mushrooms(features, edible, tuple(columns))
