@@ -13,13 +13,24 @@ __all__ = ["plot_learning_curve", "plot_validation_curves", "plot_grid_map", "sa
            "plot_predictive_intervals", "plot_interval_coverage"]
 
 
-def save(fig, path):
+def save(fig, path, crop=True):
     """Save ``fig`` as PNG at ``path`` (if given; atomically, like every file the package
-    writes) and return it."""
+    writes) and return it.
+
+    ``crop``: trim the margins to what is drawn (matplotlib's ``bbox_inches="tight"``, an
+    extra drawing pass), so that nothing outside the axes is cut off. The figures of this
+    module are laid out to fit (``tight_layout``) and save without it.
+    """
     if path is not None:
-        _files.atomic_write(path, lambda tmp: fig.savefig(tmp, format="png", dpi=110,
-                                              bbox_inches="tight"), suffix=".png")
+        _files.atomic_write(path, lambda tmp: fig.savefig(
+            tmp, format="png", dpi=110, bbox_inches="tight" if crop else None), suffix=".png")
     return fig
+
+
+def _laid_out(fig, path):
+    # Each figure here ends so: laid out to fit its labels, titles and legends, saved.
+    fig.tight_layout()
+    return save(fig, path, crop=False)
 
 
 def plot_learning_curve(history, path=None, title=None):
@@ -48,8 +59,7 @@ def plot_learning_curve(history, path=None, title=None):
     ax_err.set_ylabel("validation error (%)")
     if title:
         fig.suptitle(title)
-    fig.tight_layout()
-    return save(fig, path)
+    return _laid_out(fig, path)
 
 
 def plot_validation_curves(curves, path=None, title="Validation error", ylim=None):
@@ -85,8 +95,7 @@ def plot_validation_curves(curves, path=None, title="Validation error", ylim=Non
     ax.set_ylabel("validation error (%)")
     ax.legend(fontsize=7, loc="upper right")
     ax.set_title(title)
-    fig.tight_layout()
-    return save(fig, path)
+    return _laid_out(fig, path)
 
 
 # A figure's options, as matplotlib's own functions take them: each documented with its default.
@@ -107,8 +116,7 @@ def plot_grid_map(xx, yy, values, X=None, y=None, title="", cmap="RdBu_r", label
     ax.set_title(title)
     ax.set_xlabel("$x_1$")
     ax.set_ylabel("$x_2$")
-    fig.tight_layout()
-    return save(fig, path)
+    return _laid_out(fig, path)
 
 
 def _db(snr):
@@ -154,8 +162,7 @@ def plot_weight_density(weights, path=None, bins=200, title="Density of the weig
     ax.set_xlim(-limit, limit)
     ax.legend(loc="upper right", fontsize=8)
     ax.set_title(title)
-    fig.tight_layout()
-    return save(fig, path)
+    return _laid_out(fig, path)
 
 
 def _mark_cutoffs(ax, cutoffs):
@@ -194,8 +201,7 @@ def plot_snr_histogram(snr, cutoffs=None, path=None, bins=100,
     ax.set_xlabel("signal-to-noise ratio (dB)")
     ax.set_ylabel("density")
     ax.set_title(title)
-    fig.tight_layout()
-    return save(fig, path)
+    return _laid_out(fig, path)
 
 
 def plot_snr_cdf(snr, cutoffs=None, path=None,
@@ -223,8 +229,7 @@ def plot_snr_cdf(snr, cutoffs=None, path=None,
     ax.set_xlabel("signal-to-noise ratio (dB)")
     ax.set_ylabel("fraction of weights below")
     ax.set_title(title)
-    fig.tight_layout()
-    return save(fig, path)
+    return _laid_out(fig, path)
 
 
 def plot_least_certain(images, predicted, entropy, num_images=16, labels=None, ncols=8,
@@ -271,8 +276,7 @@ def plot_least_certain(images, predicted, entropy, num_images=16, labels=None, n
         ax.set_xticks([])
         ax.set_yticks([])
     fig.suptitle(title)
-    fig.tight_layout()
-    return save(fig, path)
+    return _laid_out(fig, path)
 
 
 def plot_reliability_diagram(reliability, path=None, title="Reliability diagram", ece=None):
@@ -319,8 +323,7 @@ def plot_reliability_diagram(reliability, path=None, title="Reliability diagram"
                  color="tab:gray")
     ax_count.set_xlabel("confidence")
     ax_count.set_ylabel("share")
-    fig.tight_layout()
-    return save(fig, path)
+    return _laid_out(fig, path)
 
 
 def plot_entropy_histograms(entropy_in, entropy_out, mi_in=None, mi_out=None, path=None,
@@ -359,8 +362,7 @@ def plot_entropy_histograms(entropy_in, entropy_out, mi_in=None, mi_out=None, pa
         ax.legend()
     if title:
         fig.suptitle(title)
-    fig.tight_layout()
-    return save(fig, path)
+    return _laid_out(fig, path)
 
 
 def plot_cumulative_regret(curves, path=None, title="Cumulative regret", log=True):
@@ -392,8 +394,7 @@ def plot_cumulative_regret(curves, path=None, title="Cumulative regret", log=Tru
     ax.set_title(title)
     ax.legend()
     ax.grid(alpha=0.3)
-    fig.tight_layout()
-    return save(fig, path)
+    return _laid_out(fig, path)
 
 
 def plot_predictive_intervals(y, mean, lower, upper, path=None,
@@ -439,5 +440,4 @@ def _against_diagonal(fig, ax, xlabel, ylabel, title, path):
     ax.set_ylabel(ylabel)
     ax.set_title(title)
     ax.legend(fontsize=8, loc="upper left")
-    fig.tight_layout()
-    return save(fig, path)
+    return _laid_out(fig, path)

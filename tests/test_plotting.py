@@ -21,6 +21,15 @@ def check(fig, num_axes, path):
     assert path.stat().st_size > 0
     with open(path, "rb") as f:
         assert f.read(8) == b"\x89PNG\r\n\x1a\n"
+        f.read(8)  # the IHDR chunk's length and type, then width and height
+        size = (int.from_bytes(f.read(4), "big"), int.from_bytes(f.read(4), "big"))
+    # Saved uncropped (the figure laid out to fit): the whole canvas, with everything drawn
+    # (labels, titles, legends, colour bars) inside it, nothing cut off at an edge.
+    width, height = fig.get_size_inches()
+    assert abs(size[0] - width * 110) <= 1 and abs(size[1] - height * 110) <= 1, size
+    drawn = fig.get_tightbbox(fig.canvas.get_renderer())
+    assert drawn.x0 >= 0 and drawn.y0 >= 0, drawn
+    assert drawn.x1 <= width and drawn.y1 <= height, (drawn, width, height)
 
 
 def test_weight_density(tmp_path):
@@ -134,3 +143,29 @@ def test_interval_coverage_draws_one_line_per_model(tmp_path):
     lines = fig.axes[0].get_lines()
     assert [line.get_label() for line in lines] == ["a", "b", "calibrated"]
     np.testing.assert_allclose(lines[1].get_ydata(), [0.3, 0.5, 0.7])
+
+
+def test_learning_curve_with_a_title(tmp_path):
+    history = [{"epoch": e, "likelihood_cost": 1000.0 / e, "complexity_cost": 50.0 + e,
+                "valid_error": 0.2 / e, "valid_error_mc": 0.18 / e} for e in range(1, 6)]
+    fig = plotting.plot_learning_curve(history, tmp_path / "lc.png",
+                                       title="MNIST, 2 x 400, a long title for the figure")
+    check(fig, 2, tmp_path / "lc.png")
+    assert [len(ax.lines) for ax in fig.axes] == [2, 2]
+
+
+def test_grid_map_with_points_and_a_colour_bar(tmp_path):
+    xx, yy = np.meshgrid(np.linspace(-2, 3, 20), np.linspace(-1, 2, 15))
+    X = np.array([[0.0, 0.5], [1.0, -0.2], [2.0, 1.0]])
+    fig = plotting.plot_grid_map(xx, yy, xx * yy, X, [0, 1, 1], title="predictive mean",
+                                 label="p(class 1)", path=tmp_path / "g.png")
+    check(fig, 2, tmp_path / "g.png")  # the map and its colour bar
+
+
+def test_cumulative_regret_with_a_title(tmp_path):
+    rng = np.random.default_rng(0)
+    curves = {"Bayes by Backprop": np.cumsum(rng.uniform(0, 1, (3, 50)), axis=1),
+              "greedy": np.cumsum(rng.uniform(0, 2, (3, 50)), axis=1)}
+    fig = plotting.plot_cumulative_regret(curves, tmp_path / "r.png", title="One seed")
+    check(fig, 1, tmp_path / "r.png")
+    assert len(fig.axes[0].lines) == 2
