@@ -88,6 +88,13 @@ def fused_kernels():
 
 # --------------------------------------------------------------------------- scheduling
 
+def pytest_collection_modifyitems(config, items):
+    # The tests marked slow (tens of seconds: sweeps, launches, benchmarks' smoke runs)
+    # first, so that a session spread over workers ends on short tests, all of its
+    # workers finishing together.
+    items.sort(key=lambda item: item.get_closest_marker("slow") is None)
+
+
 @pytest.hookimpl(tryfirst=True)
 def pytest_xdist_make_scheduler(config, log):
     # `make test` runs tests/ and the notebooks in one pytest-xdist session with --dist

@@ -231,6 +231,7 @@ def test_local_reparameterisation_equals_its_float64_recomputation(noise_engine,
     np.testing.assert_allclose(got, np.mean(probs, axis=0), rtol=1e-4, atol=1e-6)
 
 
+@pytest.mark.slow
 def test_local_reparameterisation_matches_weight_sampling_in_distribution(per_sample_path):
     net, posterior = make_net(rho_init=-1.0)
     X = inputs(n=8)

@@ -191,6 +191,7 @@ def test_resume_takes_epochs_from_the_command_line(run_copy, monkeypatch, how, e
     assert seen == [(expected, True)]
 
 
+@pytest.mark.slow
 def test_a_log_gets_one_line_per_epoch_and_where_a_resume_starts(data_root, tmp_path):
     """Output into a file or a pipe: no progress-bar frames, one line per epoch with its
     validation error (as the history holds it), and where a resumed run continues."""
@@ -310,6 +311,7 @@ def test_ctrl_c_saves_a_checkpoint_and_exits_130(data_root, tmp_path):
 # --------------------------------------------------------------------------- demo
 
 
+@pytest.mark.slow
 def test_demo_separates_the_moons(tmp_path):
     out = tmp_path / "demo"
     # One OpenMP thread: beside other busy processes, MXNet's spinning threads made this
@@ -701,6 +703,7 @@ def test_recipe_option_errors(tmp_path, args, message):
     assert not (tmp_path / "r").exists()
 
 
+@pytest.mark.slow
 def test_a_diverging_run_stops_with_a_clear_error(data_root, tmp_path):
     # The settings of issue 17: every cost turns NaN within the first epoch.
     out = tmp_path / "nan"

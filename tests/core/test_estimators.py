@@ -163,6 +163,7 @@ def mean_and_var_of_gradients(net, post, X, y, estimator, draws, seed):
     return grads.mean(0), grads.var(0, ddof=1)
 
 
+@pytest.mark.slow
 def test_each_estimator_is_unbiased_for_the_shared_samples_gradient():
     net, _ = build(nn.Dense(8, activation="relu", in_units=4), nn.Dense(3, in_units=8))
     rng = np.random.default_rng(0)

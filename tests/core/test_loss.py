@@ -270,6 +270,7 @@ def test_complexity_weight_accepts_numpy_integers():
 # --------------------------------------------------------------------------- complexity cost
 
 
+@pytest.mark.slow
 def test_mc_complexity_averages_to_closed_form_kl():
     """E_eps[log q(w) - log P(w)] = KL(q || P) for a Gaussian prior.
 

@@ -31,6 +31,9 @@ import dist_worker  # noqa: E402
 WORKER = str(Path(__file__).parent / "dist_worker.py")
 LIMIT = 180  # seconds any launched run may take here (they take about 10)
 
+# Most start processes and train: seconds each, so they run first (tests/conftest.py).
+pytestmark = pytest.mark.slow
+
 
 # --------------------------------------------------------------------------- one process
 

@@ -88,6 +88,7 @@ def test_claim_raises_the_count_only_before_anything_ran():
     assert _run(used, **env) == ["1"]
 
 
+@pytest.mark.slow
 @needs_kernels
 def test_claim_says_when_it_cannot_have_the_threads():
     used = """
@@ -245,6 +246,7 @@ def test_idle_cores_reads_what_other_programs_leave(monkeypatch):
     assert threads.idle_cores() == 4
 
 
+@pytest.mark.slow
 @needs_kernels
 def test_claim_takes_the_idle_cores_unless_a_count_is_asked_for():
     script = """

@@ -10,6 +10,10 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 
+# Each runs a benchmark in processes of its own: seconds each, so they run first
+# (tests/conftest.py).
+pytestmark = pytest.mark.slow
+
 
 def test_benchmark_runs_in_tiny_mode(tmp_path):
     out = tmp_path / "bench.json"

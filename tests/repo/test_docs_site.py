@@ -48,6 +48,7 @@ def _png_size(path):
     return struct.unpack(">II", head[16:24])
 
 
+@pytest.mark.slow
 def test_every_page_loads_with_its_figures(site):
     pages = check_site.pages(site)
     notebooks = sorted(p.stem for p in (ROOT / "notebooks").glob("*.ipynb"))

@@ -1130,6 +1130,7 @@ def test_a_non_finite_parameter_is_named(mnist_300):
         check_parameters(result.net, result.posterior, 0, None)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("engine", ["auto", "reference"])
 def test_bernoulli_likelihood_trains_on_two_moons(engine):
     from bbb_gluon.data import two_moons
