@@ -29,14 +29,15 @@ export BBB_GLUON_DATA ?= $(CURDIR)/.data
 
 setup: $(VENV)/.dev-installed
 
-# A new .venv (where there is none) with a current pip. pip's byte-compiling is a third of
-# the install's time, but stays: without it, where PYTHONDONTWRITEBYTECODE is set (as on the
-# CI machines), every process would compile every module it imports again.
-define NEW_VENV
-$(if $(PYTHON),,$(error $(NO_PYTHON)))
-$(if $(wildcard $(PY)),,$(PYTHON) -m venv $(VENV))
-$(if $(wildcard $(PY)),,$(PY) -m pip install --quiet --upgrade pip)
-endef
+# A new .venv with a current pip, made once: both installs below wait for it (order-only),
+# so that `make -j demo setup` does not build it twice at once. pip's byte-compiling is a
+# third of an install's time, but stays: without it, where PYTHONDONTWRITEBYTECODE is set
+# (as on the CI machines), every process would compile every module it imports again.
+$(PY):
+	$(if $(PYTHON),,$(error $(NO_PYTHON)))
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+
 PIP_INSTALL = $(PY) -m pip install --quiet
 
 # The compiled kernels, so that no import or first run has to build them.
@@ -46,8 +47,7 @@ $(PY) -c "import bbb_gluon.bandit.engine as e; e.kernels()" || \
 endef
 
 # The package and one MXNet build: all `make demo` needs.
-$(VENV)/.core-installed: pyproject.toml
-	$(NEW_VENV)
+$(VENV)/.core-installed: pyproject.toml | $(PY)
 	$(PIP_INSTALL) -e '.[$(MXNET_BUILD)]'
 	$(PY) -m pip check
 	$(BUILD_KERNELS)
@@ -55,8 +55,7 @@ $(VENV)/.core-installed: pyproject.toml
 
 # Everything (the test, notebook and documentation tools too) in one pip call: on a new
 # .venv, one resolution instead of one per layer.
-$(VENV)/.dev-installed: pyproject.toml
-	$(NEW_VENV)
+$(VENV)/.dev-installed: pyproject.toml | $(PY)
 	$(PIP_INSTALL) -e '.[$(MXNET_BUILD),test,notebooks,docs]'
 	$(PY) -m pip check
 	$(BUILD_KERNELS)
@@ -124,7 +123,8 @@ docs-check: docs
 # prerequisites of the recipe, lint and docs are done before it starts, even under -j).
 # The three suites above in one pytest session: one start-up instead of three, and both
 # workers busy to the end. --dist loadgroup as tests/conftest.py schedules it: each
-# notebook is one unit (its cells in order on one worker), every other test one of its own.
+# notebook is one unit (its cells in order on one worker), every other test one of its own;
+# the notebooks go first, then the tests marked slow.
 test: lint docs data
 	CI=$${CI:-true} $(VENV)/bin/pytest tests notebooks --nbval-lax --nbval-cell-timeout=600 \
 	  $(XDIST) --dist loadgroup --durations=20

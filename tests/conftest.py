@@ -91,11 +91,12 @@ def fused_kernels():
 def pytest_collection_modifyitems(config, items):
     # The tests marked slow (tens of seconds: sweeps, launches, benchmarks' smoke runs)
     # first, so that a session spread over workers ends on short tests, all of its
-    # workers finishing together.
+    # workers finishing together. (Under `make test` the notebooks go before them: xdist
+    # hands out its largest units of work, the notebooks, first.)
     items.sort(key=lambda item: item.get_closest_marker("slow") is None)
 
 
-@pytest.hookimpl(tryfirst=True)
+@pytest.hookimpl(tryfirst=True, optionalhook=True)  # optional: pytest -p no:xdist
 def pytest_xdist_make_scheduler(config, log):
     # `make test` runs tests/ and the notebooks in one pytest-xdist session with --dist
     # loadgroup: a notebook's cells share one kernel, so each notebook is one unit of work
