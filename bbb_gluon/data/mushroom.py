@@ -122,8 +122,9 @@ def load_mushroom(root: str | os.PathLike | None = None) -> Mushrooms:
         letters = raw[:, ::2]
         bad = (raw[:, 1::2] != ord(",")).any(axis=1) | (letters == ord(",")).any(axis=1)
         first_bad = int(np.argmax(bad)) if bad.any() else None
-    else:
-        first_bad = next(i for i, line in enumerate(lines) if len(line) != 45)
+    else:  # the first line that is wrong either way
+        first_bad = next(i for i, line in enumerate(lines) if len(line) != 45
+                         or line[1::2] != "," * 22 or "," in line[::2])
     if first_bad is not None:
         raise DataFileError(f"{path}, line {first_bad + 1}: expected 23 one-letter fields "
                             f"(class, then 22 attributes), got {lines[first_bad][:60]!r}.")

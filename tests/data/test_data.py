@@ -675,9 +675,11 @@ def _mushroom_copy(tmp_path, mushroom_root, edit):
 @pytest.mark.parametrize("edit, match", [
     (lambda lines: lines[:-1], "8123 rows"),
     (lambda lines: [lines[0].replace(",", ",x,", 1)] + lines[1:], "23 one-letter fields"),
-    # the right length, a letter where a comma goes
+    # the right length, a letter where a comma goes (and, in the second, a short line later)
     (lambda lines: lines[:5] + [lines[5][0] + "x" + lines[5][2:]] + lines[6:],
      "line 6: expected 23 one-letter fields"),
+    (lambda lines: lines[:5] + [lines[5][0] + "x" + lines[5][2:]] + lines[6:9]
+     + [lines[9][:-2]] + lines[10:], "line 6: expected 23 one-letter fields"),
     (lambda lines: ["q" + lines[0][1:]] + lines[1:], "class"),
     (lambda lines: [lines[0][:2] + "z" + lines[0][3:]] + lines[1:], "cap-shape"),
     (lambda lines: [("p" if ln[0] == "e" else "e") + ln[1:] for ln in lines], "edible rows"),
