@@ -120,12 +120,14 @@ def _operator_names():
 def load_operator_library(path):
     """``mx.library.load(path, verbose=False)``, making Python functions for the library's
     own operators only. MXNet's makes them again for every one of its ~1,200 operators in
-    ``mx.nd`` and ``mx.sym`` (0.6-0.7 CPU-seconds, paid by every process that loads the
-    kernels: each worker of a launch, each notebook); the functions made here are the
-    ones it would make for the new names, in the same modules."""
+    ``mx.nd`` and ``mx.sym`` (0.8 s here, paid by every process that loads the kernels:
+    each worker of a launch, each notebook); the functions made here are the ones it
+    would make for the new names, in the same modules."""
     path = str(path)
-    if not (os.path.isabs(path) and os.path.isfile(path)):
-        raise base.MXNetError(f"load path {path} is not an existing absolute path")
+    if not (os.path.isabs(path) and os.path.isfile(path)
+            and os.path.splitext(path)[1] in (".so", ".dll")):
+        raise base.MXNetError(f"load path {path} is not an existing absolute path to a "
+                              ".so or .dll library")
     before = _operator_names()
     base.check_call(base._LIB.MXLoadLib(ctypes.c_char_p(path.encode()), base.mx_uint(0)))
     new = sorted(_operator_names() - before)

@@ -51,6 +51,7 @@ def test_a_library_path_that_is_not_a_file_is_refused(tmp_path):
 
     from bbb_gluon._kernels import private
 
-    for path in (tmp_path / "missing.so", "relative.so", tmp_path):
+    (tmp_path / "notes.txt").write_text("not a library")
+    for path in (tmp_path / "missing.so", "relative.so", tmp_path, tmp_path / "notes.txt"):
         with pytest.raises(MXNetError, match="not an existing absolute path"):
             private.load_operator_library(path)
