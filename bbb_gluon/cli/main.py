@@ -57,27 +57,34 @@ def main(argv=None):
         return getattr(e, "exit_status", EXIT_INTERRUPTED)
 
 
+# The library's errors a command reports in one line, by the module that defines each. They
+# are looked up in sys.modules, not imported: an instance exists only once its module is
+# loaded, and launch loads none of the library (tests/cli checks each home).
+ERROR_HOMES = {"DatasetNotFoundError": "data.folder", "DataFileError": "data.folder",
+               "FileWriteError": "_files", "CheckpointError": "training.checkpoint",
+               "PosteriorMismatchError": "core.posterior", "RunFolderError": "runs",
+               "BanditCheckpointError": "bandit.engine"}
+
+
+def _error_class(name):
+    return getattr(sys.modules.get(f"bbb_gluon.{ERROR_HOMES[name]}"), name, type(None))
+
+
 def _one_line(args, e):
     """Print ``e`` as the command's one-line error and return the exit status, or None if
-    it is a bug. The library's error classes are looked up, not imported: an instance of
-    one exists only once its module is loaded, and launch loads none of the library."""
-    def loaded(module, name):
-        return getattr(sys.modules.get(f"bbb_gluon.{module}"), name, type(None))
-
+    it is a bug."""
     if isinstance(e, UsageError):
         return _report(args, " ".join(str(e).split()), EXIT_USAGE)
-    if isinstance(e, loaded("data.folder", "DatasetNotFoundError")):  # says where to put files
+    if isinstance(e, _error_class("DatasetNotFoundError")):  # says where to put the files
         return _report(args, str(e), EXIT_USAGE)
-    if isinstance(e, loaded("_files", "FileWriteError")):  # a failing disk
+    if isinstance(e, _error_class("FileWriteError")):  # a failing disk
         return _report(args, str(e), EXIT_FAILURE)
-    if not isinstance(e, (FileNotFoundError, loaded("training.checkpoint", "CheckpointError"),
-                          loaded("core.posterior", "PosteriorMismatchError"),
-                          loaded("data.folder", "DataFileError"),
-                          loaded("runs", "RunFolderError"),
-                          loaded("bandit.engine", "BanditCheckpointError"))):
+    if not isinstance(e, (FileNotFoundError, *map(_error_class, (
+            "CheckpointError", "PosteriorMismatchError", "DataFileError", "RunFolderError",
+            "BanditCheckpointError")))):
         return None
     message = " ".join(str(e).split())
-    if isinstance(e, loaded("training.checkpoint", "CheckpointError")) \
+    if isinstance(e, _error_class("CheckpointError")) \
             and getattr(args, "checkpoint", None) == "latest" and " is corrupt" in message:
         message += "; --checkpoint best reads the best checkpoint instead"
     return _report(args, message, EXIT_USAGE)

@@ -1100,3 +1100,15 @@ def test_a_missing_program_is_a_usage_error_of_launch_and_loads_no_mxnet(tmp_pat
     assert_usage_error(done.returncode, "\n".join(lines),
                        "^bbb-gluon launch: error: .*No such file or directory")
     assert "| mxnet\n" not in done.stderr and not done.stderr.rstrip().endswith("| mxnet")
+
+
+def test_each_error_the_command_line_reports_in_one_line_is_where_it_looks_for_it():
+    # cli/main.py looks these classes up by module, without importing them: one that moved
+    # would turn its one-line error into a traceback.
+    import importlib
+
+    from bbb_gluon.cli.main import ERROR_HOMES
+
+    for name, module in ERROR_HOMES.items():
+        error = getattr(importlib.import_module(f"bbb_gluon.{module}"), name)
+        assert issubclass(error, Exception) and error.__module__ == f"bbb_gluon.{module}"
