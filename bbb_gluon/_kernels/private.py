@@ -131,15 +131,12 @@ def load_operator_library(path):
     before = _operator_names()
     base.check_call(base._LIB.MXLoadLib(ctypes.c_char_p(path.encode()), base.mx_uint(0)))
     new = sorted(_operator_names() - before)
-    if any(base._is_np_op(name) or base._get_op_name_prefix(name) for name in new):
-        # Names MXNet files under submodules (contrib, linalg, ...): its own way, whole.
-        for module, make in (("ndarray", _make_ndarray_function),
-                             ("symbol", _make_symbol_function)):
-            base._init_op_module("mxnet", module, make)
-            vars(sys.modules["mxnet." + module]).update(
-                (name, getattr(sys.modules[f"mxnet.{module}.op"], name))
-                for name in dir(sys.modules[f"mxnet.{module}.op"]))
-        return new
+    filed_elsewhere = [name for name in new
+                       if base._is_np_op(name) or base._get_op_name_prefix(name)]
+    if filed_elsewhere:  # the package's kernels are all bbb_* (and their _backward_)
+        raise base.MXNetError(f"{path}: operators {filed_elsewhere} belong in MXNet's "
+                              "submodules (contrib, linalg, numpy ...); load this library "
+                              "with mx.library.load")
     for module, make in (("ndarray", _make_ndarray_function),
                          ("symbol", _make_symbol_function)):
         for name in new:
