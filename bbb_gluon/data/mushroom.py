@@ -116,13 +116,12 @@ def load_mushroom(root: str | os.PathLike | None = None) -> Mushrooms:
                             f"{_MUSHROOM_ROWS}.")
     # 23 one-letter fields are exactly 45 characters with the commas at the odd places:
     # checked and split as one byte array (a loop over the rows took 0.3 s).
-    letters = None
     if all(len(line) == 45 for line in lines):
         raw = np.frombuffer("".join(lines).encode("ascii"), np.uint8).reshape(len(lines), 45)
         letters = raw[:, ::2]
         bad = (raw[:, 1::2] != ord(",")).any(axis=1) | (letters == ord(",")).any(axis=1)
         first_bad = int(np.argmax(bad)) if bad.any() else None
-    else:  # the first line that is wrong either way
+    else:  # some line is wrong: the first one, whichever way (raised below)
         first_bad = next(i for i, line in enumerate(lines) if len(line) != 45
                          or line[1::2] != "," * 22 or "," in line[::2])
     if first_bad is not None:
