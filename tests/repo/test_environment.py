@@ -132,6 +132,34 @@ def _make_setup_dry_run(tmp_path, pythons, target="setup"):
                           timeout=60)
 
 
+@pytest.mark.parametrize("uv", [None, "exit 1"])
+def test_pip_installs_the_package_where_uv_is_missing_or_fails(tmp_path, uv):
+    import os
+    import shutil
+    import subprocess
+
+    make = shutil.which("make")
+    if make is None:
+        pytest.skip("make is not installed")
+    bin_dir = tmp_path / "venv" / "bin"
+    bin_dir.mkdir(parents=True)
+    log = tmp_path / "calls"
+    # The environment's own programs, faked: each records how it was called.
+    for name, body in (("python", ""), ("uv", uv)):
+        if body is not None:
+            (bin_dir / name).write_text(f'#!/bin/sh\necho "{name} $*" >> {log}\n{body}\n')
+            (bin_dir / name).chmod(0o755)
+    env = {k: v for k, v in os.environ.items() if k not in ("MAKEFLAGS", "MFLAGS", "MAKELEVEL")}
+    done = subprocess.run([make, "--no-print-directory", f"VENV={tmp_path / 'venv'}",
+                           str(tmp_path / "venv" / ".core-installed")], cwd=ROOT, env=env,
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    calls = log.read_text().splitlines()
+    assert calls[:len(calls) - 3] == ([] if uv is None else [
+        f"uv pip install --quiet --python {bin_dir / 'python'} --compile-bytecode -e .[cpu]"])
+    assert calls[-3:-1] == ["python -m pip install --quiet -e .[cpu]", "python -m pip check"]
+
+
 @pytest.mark.parametrize("pythons, chosen", [
     ({"python3": "3.13.5", "python3.11": "3.11.2"}, "python3.11"),  # Debian 13
     ({"python3": "3.11.9"}, "python3"),
@@ -158,12 +186,17 @@ def test_without_python_3_11_the_makefile_stops_in_one_line_naming_the_ways(tmp_
 
 def test_make_demo_installs_only_the_core_and_setup_everything_in_one_call(tmp_path):
     for target, extras in (("demo", "cpu"), ("setup", "cpu,test,notebooks,docs")):
-        python = tmp_path / target / "venv/bin/python"
+        venv = tmp_path / target / "venv"
+        python = venv / "bin/python"
         (tmp_path / target).mkdir()
         done = _make_setup_dry_run(tmp_path / target, {"python3": "3.11.9"}, target)
         installs = [line for line in done.stdout.splitlines() if "pip install" in line]
-        assert installs == [f"{python} -m pip install --quiet --upgrade pip",
-                            f"{python} -m pip install --quiet -e '.[{extras}]'"]
+        assert installs == [
+            f"{python} -m pip install --quiet --upgrade pip uv || "
+            f"{python} -m pip install --quiet --upgrade pip",
+            f"if [ -x {venv}/bin/uv ] && {venv}/bin/uv pip install --quiet --python {python} "
+            f"--compile-bytecode -e '.[{extras}]'; then :; "
+            f"else {python} -m pip install --quiet -e '.[{extras}]'; fi"]
     makefile = (ROOT / "Makefile").read_text()
     assert "\ndemo: $(VENV)/.core-installed\n" in makefile
     assert "\ndocs: setup\n" in makefile
