@@ -96,10 +96,12 @@ lab: setup data
 lint: setup
 	$(VENV)/bin/ruff check .
 
-# Tests run in TEST_WORKERS processes side by side (pytest-xdist; `auto`: one per core,
-# `make test TEST_WORKERS=0` runs them in this one process). Most tests use one core; the
-# launches' tests use several, so two cores cut the time by about a third, not a half.
-TEST_WORKERS ?= auto
+# Tests run in TEST_WORKERS processes side by side (pytest-xdist; `make test
+# TEST_WORKERS=0` runs them in this one process). One more than the cores: many tests wait
+# on processes they start (launches, notebooks' kernels), and with one worker per core the
+# cores idled for a few % of the run; with one more they were busy 99% of it, and the
+# session took 650 s against 669 s on 2 cores (docs/development.md).
+TEST_WORKERS ?= $(shell echo $$(( $$(getconf _NPROCESSORS_ONLN 2>/dev/null || echo 1) + 1 )))
 XDIST = -n $(TEST_WORKERS)
 
 # The package's tests, laid out as the package is (tests/core, tests/training, ...).
