@@ -131,13 +131,12 @@ docs: setup
 docs-check: docs
 	$(PY) docs/check_site.py
 
-# docs before repo: tests/repo/test_docs_site.py checks the site that docs has just built (as
-# prerequisites of the recipe, lint and docs are done before it starts, even under -j).
 # The three suites above in one pytest session: one start-up instead of three, and both
 # workers busy to the end. --dist loadgroup as tests/conftest.py schedules it: each
 # notebook is one unit (its cells in order on one worker), every other test one of its own;
-# the notebooks go first, then the tests marked slow.
-test: lint docs data
+# the notebooks go first, then the tests marked slow. tests/repo/test_docs_site.py builds
+# the site with the docs recipe above, beside the other tests.
+test: lint data
 	CI=$${CI:-true} $(VENV)/bin/pytest tests notebooks --nbval-lax --nbval-cell-timeout=600 \
 	  $(XDIST) --dist loadgroup --durations=20
 

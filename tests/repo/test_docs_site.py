@@ -1,14 +1,19 @@
-"""The documentation site that `make docs` builds, opened in headless Chromium.
+"""The documentation site, built as `make docs` builds it and opened in headless Chromium.
 
-The checks are docs/check_site.py's (that file says what they are). They need the built site
-(docs/_build/html) and Debian's chromium and chromium-driver: without them the tests skip
-here, and fail in CI, where .ci/run sets BBB_GLUON_REQUIRE_DOCS=1 and `make test` runs
-`make docs` before pytest.
+The site is built here (the recipe of the Makefile's `docs` target: a warning fails it), so
+that `make test` checks this tree's site and the build, on one core, runs beside the other
+tests instead of before them. The page checks are docs/check_site.py's (that file says what
+they are) and need Debian's chromium and chromium-driver. Without Sphinx or the browser the
+tests skip here, and fail in CI, where .ci/run sets BBB_GLUON_REQUIRE_DOCS=1.
 """
 
 import importlib.util
 import os
+import re
+import shlex
 import struct
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -35,11 +40,29 @@ def browser():
         _missing("chromium or chromedriver not found: apt-get install -y chromium chromium-driver")
 
 
+def docs_recipe():
+    """The arguments of ``sphinx-build`` in the Makefile's ``docs`` recipe."""
+    recipe = re.search(r"^docs: .*\n\t\$\(VENV\)/bin/sphinx-build (.+)$",
+                       (ROOT / "Makefile").read_text(), re.MULTILINE)
+    assert recipe, "the Makefile has no `docs` target running sphinx-build"
+    return shlex.split(recipe.group(1))
+
+
 @pytest.fixture(scope="module")
-def site(browser):
-    if not (check_site.SITE / "index.html").is_file():
-        _missing(f"no built site at {check_site.SITE}: run `make docs`")
+def site():
+    if importlib.util.find_spec("sphinx") is None:
+        _missing("Sphinx not installed: `make setup` installs the docs extra")
+    built = subprocess.run([sys.executable, "-m", "sphinx", *docs_recipe()], cwd=ROOT,
+                           capture_output=True, text=True, timeout=900)
+    assert built.returncode == 0, f"the site did not build:\n{built.stderr[-4000:]}"
+    assert (check_site.SITE / "index.html").is_file()
     return check_site.SITE
+
+
+def test_the_site_is_built_where_the_checks_look():
+    args = docs_recipe()
+    assert args[-2:] == ["docs", str(check_site.SITE.relative_to(ROOT))]
+    assert "-W" in args  # a warning fails the build
 
 
 def _png_size(path):
@@ -49,7 +72,7 @@ def _png_size(path):
 
 
 @pytest.mark.slow
-def test_every_page_loads_with_its_figures(site):
+def test_every_page_loads_with_its_figures(site, browser):
     pages = check_site.pages(site)
     notebooks = sorted(p.stem for p in (ROOT / "notebooks").glob("*.ipynb"))
     # Every notebook is a page, and so are the home page and the API reference.
