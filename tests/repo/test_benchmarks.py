@@ -80,6 +80,23 @@ def test_threads_benchmark_runs_the_peers_workload(fashion_root):
     assert "Fashion-MNIST" in done.stdout and "GaussianPrior(sigma=1)" in done.stdout
 
 
+def test_peers_benchmark_runs_in_tiny_mode(fashion_root):
+    # Without --torch-python the PyTorch contenders are left out, and it says so.
+    script = str(ROOT / "benchmarks" / "bench_peers.py")
+    done = subprocess.run([sys.executable, script, "--tiny", "--contenders",
+                           "gluon,bbb-flipout,bt-flipout"], capture_output=True, text=True,
+                          timeout=600)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.startswith("no --torch-python: the PyTorch contenders are left out")
+    rows = [line.split() for line in done.stdout.splitlines()
+            if line.split()[:1] in (["gluon"], ["bbb-flipout"])]
+    assert [r[0] for r in rows] == ["gluon", "bbb-flipout"] and rows[0][2] == "1.00"
+    assert float(rows[1][1]) > 0 and "bt-flipout" not in done.stdout.split("cpu:")[1]
+    done = subprocess.run([sys.executable, script, "--contenders", "gluon,pyro"],
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 2 and "unknown contenders ['pyro']" in done.stderr
+
+
 def test_step_profile_runs():
     done = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "profile_step.py"),
                            "--steps", "3", "--threads", "1"], capture_output=True, text=True,
