@@ -197,6 +197,10 @@ def test_make_demo_installs_only_the_core_and_setup_everything_in_one_call(tmp_p
             f"if [ -x {venv}/bin/uv ] && {venv}/bin/uv pip install --quiet --python {python} "
             f"--compile-bytecode -e '.[{extras}]'; then :; "
             f"else {python} -m pip install --quiet -e '.[{extras}]'; fi"]
+        # no setuptools in the environment, before anything is installed into it
+        lines = done.stdout.splitlines()
+        assert lines.index(f"{python} -m pip uninstall --quiet --yes setuptools") == \
+            lines.index(installs[0]) + 1
     makefile = (ROOT / "Makefile").read_text()
     assert "\ndemo: $(VENV)/.core-installed\n" in makefile
     assert "\ndocs: setup\n" in makefile
