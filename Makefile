@@ -41,7 +41,7 @@ $(PY):
 	$(PY) -m pip install --quiet --upgrade pip uv || $(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip uninstall --quiet --yes setuptools
 
-# uv installs the same packages as pip in a third of the time (58 s against 20 s for
+# uv installs the same packages as pip in a third of the time (66 s against 20 s for
 # `make setup` here: it downloads and byte-compiles in parallel); pip where uv could not be
 # installed or fails (uv reads no pip.conf: a machine whose index is set there). Both
 # byte-compile: without it, where PYTHONDONTWRITEBYTECODE is set (as on the CI machines),
