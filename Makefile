@@ -35,20 +35,23 @@ setup: $(VENV)/.dev-installed
 # build in an isolated environment of their own): where it is installed, MXNet's import of
 # distutils goes through setuptools' shim, which imports pkg_resources and reads every
 # installed package's metadata, 0.33 s of each process's start (median of 12 paired runs).
+# A step that fails removes the new .venv, so that the next make starts it again.
 $(PY):
 	$(if $(PYTHON),,$(error $(NO_PYTHON)))
 	$(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install --quiet --upgrade pip uv || $(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip uninstall --quiet --yes setuptools
+	$(PY) -m pip uninstall --quiet --yes setuptools || { rm -rf $(VENV); exit 1; }
+	$(if $(filter 1,$(USE_UV)),$(PY) -m pip install --quiet --upgrade pip uv || )\
+	  $(PY) -m pip install --quiet --upgrade pip || { rm -rf $(VENV); exit 1; }
 
 # uv installs the same packages as pip in a third of the time (66 s against 20 s for
-# `make setup` here: it downloads and byte-compiles in parallel); pip where uv could not be
-# installed or fails (uv reads no pip.conf: a machine whose index is set there). Both
-# byte-compile: without it, where PYTHONDONTWRITEBYTECODE is set (as on the CI machines),
-# every process would compile every module it imports again.
+# `make setup` here: it downloads and byte-compiles in parallel); pip where uv fails. uv
+# reads no pip.conf and no PIP_* variable: where those name your package index, use pip
+# (`make setup USE_UV=0`). Both byte-compile: without it, where PYTHONDONTWRITEBYTECODE is
+# set (as on the CI machines), every process would compile every module it imports again.
+USE_UV ?= 1
 # Each target sets EXTRAS, the package's extras it installs.
 define INSTALL
-if [ -x $(VENV)/bin/uv ] && $(VENV)/bin/uv pip install --quiet --python $(PY) \
+if [ "$(USE_UV)" = 1 ] && [ -x $(VENV)/bin/uv ] && $(VENV)/bin/uv pip install --quiet --python $(PY) \
   --compile-bytecode -e '.[$(EXTRAS)]'; then :; \
 else $(PY) -m pip install --quiet -e '.[$(EXTRAS)]'; fi
 endef
@@ -101,12 +104,10 @@ lab: setup data
 lint: setup
 	$(VENV)/bin/ruff check .
 
-# Tests run in TEST_WORKERS processes side by side (pytest-xdist; `make test
-# TEST_WORKERS=0` runs them in this one process). One more than the cores: many tests wait
-# on processes they start (launches, notebooks' kernels), and with one worker per core the
-# cores idled for a few % of the run; with one more they were busy 99% of it, and the
-# session took 650 s against 669 s on 2 cores (docs/development.md).
-TEST_WORKERS ?= $(shell echo $$(( $$(getconf _NPROCESSORS_ONLN 2>/dev/null || echo 1) + 1 )))
+# Tests run in TEST_WORKERS processes side by side (pytest-xdist; `auto`: one per core,
+# `make test TEST_WORKERS=0` runs them in this one process). Most tests use one core; the
+# launches' tests use several, so two cores cut the time by about a third, not a half.
+TEST_WORKERS ?= auto
 XDIST = -n $(TEST_WORKERS)
 
 # The package's tests, laid out as the package is (tests/core, tests/training, ...).

@@ -132,7 +132,7 @@ def _make_setup_dry_run(tmp_path, pythons, target="setup"):
                           timeout=60)
 
 
-@pytest.mark.parametrize("uv", [None, "exit 1"])
+@pytest.mark.parametrize("uv", [None, "exit 1", "exit 0"])
 def test_pip_installs_the_package_where_uv_is_missing_or_fails(tmp_path, uv):
     import os
     import shutil
@@ -155,9 +155,12 @@ def test_pip_installs_the_package_where_uv_is_missing_or_fails(tmp_path, uv):
                           capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr
     calls = log.read_text().splitlines()
-    assert calls[:len(calls) - 3] == ([] if uv is None else [
-        f"uv pip install --quiet --python {bin_dir / 'python'} --compile-bytecode -e .[cpu]"])
-    assert calls[-3:-1] == ["python -m pip install --quiet -e .[cpu]", "python -m pip check"]
+    uv_call = f"uv pip install --quiet --python {bin_dir / 'python'} --compile-bytecode -e .[cpu]"
+    pip_call = "python -m pip install --quiet -e .[cpu]"
+    # pip installs only where uv is missing or failed; then the check and the kernels' build
+    assert calls[:-2] == {None: [pip_call], "exit 1": [uv_call, pip_call],
+                          "exit 0": [uv_call]}[uv]
+    assert calls[-2] == "python -m pip check"
 
 
 @pytest.mark.parametrize("pythons, chosen", [
@@ -192,15 +195,15 @@ def test_make_demo_installs_only_the_core_and_setup_everything_in_one_call(tmp_p
         done = _make_setup_dry_run(tmp_path / target, {"python3": "3.11.9"}, target)
         installs = [line for line in done.stdout.splitlines() if "pip install" in line]
         assert installs == [
-            f"{python} -m pip install --quiet --upgrade pip uv || "
-            f"{python} -m pip install --quiet --upgrade pip",
-            f"if [ -x {venv}/bin/uv ] && {venv}/bin/uv pip install --quiet --python {python} "
-            f"--compile-bytecode -e '.[{extras}]'; then :; "
+            f"{python} -m pip install --quiet --upgrade pip uv || \\",
+            f"  {python} -m pip install --quiet --upgrade pip || {{ rm -rf {venv}; exit 1; }}",
+            f'if [ "1" = 1 ] && [ -x {venv}/bin/uv ] && {venv}/bin/uv pip install --quiet '
+            f"--python {python} --compile-bytecode -e '.[{extras}]'; then :; "
             f"else {python} -m pip install --quiet -e '.[{extras}]'; fi"]
         # no setuptools in the environment, before anything is installed into it
         lines = done.stdout.splitlines()
-        assert lines.index(f"{python} -m pip uninstall --quiet --yes setuptools") == \
-            lines.index(installs[0]) + 1
+        assert lines.index(f"{python} -m pip uninstall --quiet --yes setuptools || "
+                           f"{{ rm -rf {venv}; exit 1; }}") == lines.index(installs[0]) - 1
     makefile = (ROOT / "Makefile").read_text()
     assert "\ndemo: $(VENV)/.core-installed\n" in makefile
     assert "\ndocs: setup\n" in makefile
