@@ -1,9 +1,10 @@
 """The documentation site, built as `make docs` builds it and opened in headless Chromium.
 
-The site is built here (the recipe of the Makefile's `docs` target: a warning fails it), so
-that `make test` checks this tree's site and the build, on one core, runs beside the other
-tests instead of before them. The page checks are docs/check_site.py's (that file says what
-they are) and need Debian's chromium and chromium-driver. Without Sphinx or the browser the
+The site is built here, into a folder of the test's own, with the recipe of the Makefile's
+`docs` target (a warning fails it), so that `make test` checks this tree's site and the
+build, on one core, runs beside the other tests instead of before them. The page checks are
+docs/check_site.py's (that file says what they are) and need Debian's chromium and
+chromium-driver. Without Sphinx or the browser the
 tests skip here, and fail in CI, where .ci/run sets BBB_GLUON_REQUIRE_DOCS=1.
 """
 
@@ -49,20 +50,22 @@ def docs_recipe():
 
 
 @pytest.fixture(scope="module")
-def site():
+def site(tmp_path_factory):
+    # Into a folder of its own, so that a `make docs` beside it does not build into the same.
     if importlib.util.find_spec("sphinx") is None:
         _missing("Sphinx not installed: `make setup` installs the docs extra")
-    built = subprocess.run([sys.executable, "-m", "sphinx", *docs_recipe()], cwd=ROOT,
-                           capture_output=True, text=True, timeout=900)
+    out = tmp_path_factory.mktemp("site")
+    built = subprocess.run([sys.executable, "-m", "sphinx", *docs_recipe()[:-1], str(out)],
+                           cwd=ROOT, capture_output=True, text=True, timeout=500)
     assert built.returncode == 0, f"the site did not build:\n{built.stderr[-4000:]}"
-    assert (check_site.SITE / "index.html").is_file()
-    return check_site.SITE
+    assert (out / "index.html").is_file()
+    return out
 
 
-def test_the_site_is_built_where_the_checks_look():
+def test_the_docs_recipe_fails_on_a_warning():
     args = docs_recipe()
     assert args[-2:] == ["docs", str(check_site.SITE.relative_to(ROOT))]
-    assert "-W" in args  # a warning fails the build
+    assert "-W" in args
 
 
 def _png_size(path):
@@ -72,6 +75,7 @@ def _png_size(path):
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(600)  # the site's build, on one core of a busy machine, then the pages
 def test_every_page_loads_with_its_figures(site, browser):
     pages = check_site.pages(site)
     notebooks = sorted(p.stem for p in (ROOT / "notebooks").glob("*.ipynb"))
