@@ -52,7 +52,7 @@ def batches(X, y, epoch):
         yield X[take], y[take]
 
 
-def gluon_steps(name, X, y):
+def gluon_steps(name, num_batches):
     import mxnet as mx
     from mxnet import autograd, gluon
     from mxnet.gluon import nn
@@ -79,7 +79,7 @@ def gluon_steps(name, X, y):
             return cost
         return step, lambda a: mx.nd.array(a), mx.nd.waitall
     posterior = Posterior(net, rho_init=RHO_INIT, seed=0)
-    loss = BBBLoss(GaussianPrior(1.0), likelihood, num_batches=-(-len(y) // BATCH))
+    loss = BBBLoss(GaussianPrior(1.0), likelihood, num_batches=num_batches)
     trainer = gluon.Trainer(trainable_params(net, posterior, loss), "adam",
                             {"learning_rate": LR})
     estimator = {"bbb": "reparam", "bbb-local": "local", "bbb-flipout": "flipout"}[name]
@@ -87,7 +87,7 @@ def gluon_steps(name, X, y):
         lambda a: mx.nd.array(a), mx.nd.waitall
 
 
-def torch_steps(name, X, y):
+def torch_steps(name, num_batches):
     import torch
     import torch.nn.functional as F
     from torch import nn
@@ -119,7 +119,7 @@ def torch_steps(name, X, y):
                     x = F.relu(x)
             return x, kl
     optimizer = torch.optim.Adam(model.parameters(), lr=LR)
-    weight = 1.0 / -(-len(y) // BATCH)
+    weight = 1.0 / num_batches
 
     def step(Xb, yb, i):
         optimizer.zero_grad()
@@ -136,7 +136,7 @@ def child(name, data, epochs, max_batches):
     arrays = np.load(data)
     X, y = arrays["X"], arrays["y"]
     make = torch_steps if name in TORCH else gluon_steps
-    step, to_array, wait = make(name, X, y)
+    step, to_array, wait = make(name, -(-len(y) // BATCH))
     for i, (Xb, yb) in enumerate(batches(X, y, -1)):
         if i == WARMUP:
             break
@@ -184,6 +184,8 @@ def main():
     unknown = sorted(set(names) - set(GLUON + TORCH))
     if unknown:
         p.error(f"unknown contenders {unknown}; choose from {', '.join(GLUON + TORCH)}")
+    if args.epochs < 1 or args.rounds < 1:
+        p.error("--epochs and --rounds must be at least 1")
     sys.path.insert(0, str(HERE))
     from cpu import describe
 
