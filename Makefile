@@ -71,10 +71,15 @@ $(VENV)/.core-installed: pyproject.toml | $(PY)
 	touch $@
 
 # Everything (the test, notebook and documentation tools too) in one install: on a new
-# .venv, one resolution instead of one per layer.
+# .venv, one resolution instead of one per layer. Without rfc3987-syntax, which
+# jupyter-events asks for so that jsonschema can check the "iri" format of Jupyter's event
+# schemas: it builds a parser at import, 3 CPU-seconds of every process that imports
+# nbformat or jsonschema (pytest with nbval, Sphinx, Jupyter's server), and jsonschema
+# leaves its two "iri" formats unchecked without it.
 $(VENV)/.dev-installed: EXTRAS = $(MXNET_BUILD),test,notebooks,docs
 $(VENV)/.dev-installed: pyproject.toml | $(PY)
 	$(INSTALL)
+	$(PY) -m pip uninstall --quiet --yes rfc3987-syntax
 	$(PY) -m pip check
 	$(BUILD_KERNELS)
 	touch $(VENV)/.core-installed $@
