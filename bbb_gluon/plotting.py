@@ -19,7 +19,8 @@ def save(fig, path, crop=True):
 
     ``crop``: trim the margins to what is drawn (matplotlib's ``bbox_inches="tight"``, an
     extra drawing pass), so that nothing outside the axes is cut off. The figures of this
-    module are laid out to fit (``tight_layout``) and save without it.
+    module are laid out to fit (``tight_layout``, or margins that fit the learning curve's
+    labels) and save without it.
     """
     if path is not None:
         _files.atomic_write(path, lambda tmp: fig.savefig(
@@ -59,7 +60,12 @@ def plot_learning_curve(history, path=None, title=None):
     ax_err.set_ylabel("validation error (%)")
     if title:
         fig.suptitle(title)
-    return _laid_out(fig, path)
+    # Margins that fit this figure's labels (costs on a log scale, errors up to 100%) instead
+    # of tight_layout's measuring pass: every training run's report draws this figure, in
+    # half the time so (0.33 against 0.66 CPU-s here).
+    fig.subplots_adjust(left=0.075, right=0.985, bottom=0.13, top=0.88 if title else 0.95,
+                        wspace=0.22)
+    return save(fig, path, crop=False)
 
 
 def plot_validation_curves(curves, path=None, title="Validation error", ylim=None):

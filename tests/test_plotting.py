@@ -145,13 +145,22 @@ def test_interval_coverage_draws_one_line_per_model(tmp_path):
     np.testing.assert_allclose(lines[1].get_ydata(), [0.3, 0.5, 0.7])
 
 
-def test_learning_curve_with_a_title(tmp_path):
-    history = [{"epoch": e, "likelihood_cost": 1000.0 / e, "complexity_cost": 50.0 + e,
-                "valid_error": 0.2 / e, "valid_error_mc": 0.18 / e} for e in range(1, 6)]
-    fig = plotting.plot_learning_curve(history, tmp_path / "lc.png",
-                                       title="MNIST, 2 x 400, a long title for the figure")
+@pytest.mark.parametrize("title", [None, "MNIST, 2 x 400, a long title for the figure"])
+@pytest.mark.parametrize("scale", [1.0, 1e4])
+def test_learning_curve_fits_its_labels(tmp_path, title, scale):
+    # Its margins are fixed: nothing cut off, and the panels' labels clear of each other and
+    # of the title, from costs of a few nats to millions and errors up to 100%.
+    history = [{"epoch": e, "likelihood_cost": scale * 1000.0 / e,
+                "complexity_cost": scale * (50.0 + e), "valid_error": 1.0 / e,
+                "valid_error_mc": 0.9 / e} for e in range(1, 120)]
+    fig = plotting.plot_learning_curve(history, tmp_path / "lc.png", title=title)
     check(fig, 2, tmp_path / "lc.png")
     assert [len(ax.lines) for ax in fig.axes] == [2, 2]
+    renderer = fig.canvas.get_renderer()
+    left, right = (ax.get_tightbbox(renderer) for ax in fig.axes)
+    assert left.x1 < right.x0, (left, right)
+    if title:
+        assert max(left.y1, right.y1) < fig._suptitle.get_window_extent(renderer).y0
 
 
 def test_grid_map_with_points_and_a_colour_bar(tmp_path):
