@@ -16,7 +16,9 @@ unreadable or from another MXNet, Python or ``libmxnet.so`` (then it is written 
 
 ``bbb_gluon`` turns this on at its own import, when MXNet is not imported yet; set
 ``BBB_GLUON_OP_CACHE=off`` to leave MXNet's import as it is, or to a folder to keep the
-file there instead.
+file there instead. The file is written whatever ``PYTHONDONTWRITEBYTECODE`` says (it is
+not Python's bytecode, and machines that set it, as the CI machines do, would otherwise
+never have it); where the folder cannot be written, nothing is.
 """
 
 import hashlib
