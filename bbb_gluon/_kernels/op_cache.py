@@ -1,8 +1,8 @@
 """MXNet's operator functions, compiled once instead of at every import.
 
-``import mxnet`` writes the Python source of a function for each of its about 3,000
-operators (``mx.nd.dot``, ``mx.sym.FullyConnected``, ``mx.np.sum`` ...) and compiles each
-with ``exec``. Every process pays it: each command-line run, each worker of a
+``import mxnet`` writes the Python source of a function for each of its operators
+(``mx.nd.dot``, ``mx.sym.FullyConnected``, ``mx.np.sum`` ...: 2,556 functions) and compiles
+each with ``exec``. Every process pays it: each command-line run, each worker of a
 ``launch``, each test that starts one. Built from this file instead, the import took 0.92
 CPU-seconds against 1.71 (docs/architecture.md, "Importing the package").
 
@@ -11,8 +11,9 @@ bytecode (``mxnet/__pycache__/``) and builds the functions from it. Nothing else
 them changes: the same code objects, globals, defaults and docstrings as the ones MXNet
 makes, except the operator's handle (an address in ``libmxnet.so``, different in each
 process), which is set to this process's. An operator whose function does not have the
-expected form is made by MXNet as before; so is every one when the file is missing,
-unreadable or from another MXNet, Python or ``libmxnet.so`` (then it is written again).
+expected form is made by MXNet as before; so is every one when the file is missing or
+unreadable (then it is written again). Another MXNet, Python or ``libmxnet.so`` has a file
+of its own: the name is a hash of what the functions' code depends on.
 
 ``bbb_gluon`` turns this on at its own import, when MXNet is not imported yet; set
 ``BBB_GLUON_OP_CACHE=off`` to leave MXNet's import as it is, or to a folder to keep the
@@ -40,7 +41,8 @@ made = [0]
 
 
 class _Finder(importlib.abc.MetaPathFinder):
-    """Finds ``mxnet`` once, as Python would, and runs :func:`_patch` around its import."""
+    """Finds ``mxnet`` once, as Python would, and runs :func:`_prepare` before the package's
+    ``__init__`` and the cache's ``save`` after it."""
 
     def find_spec(self, name, path, target=None):
         if name != "mxnet":
@@ -156,8 +158,8 @@ class _Cache:
             except BaseException:
                 os.unlink(tmp)
                 raise
-        except OSError:  # a read-only MXNet: the import was as slow as without the file
-            pass
+        except (OSError, ValueError):
+            pass  # a folder it cannot write (or what marshal cannot): as slow as without it
 
 
 def _entry(function, handle, null):
