@@ -29,7 +29,6 @@ import inspect
 import marshal
 import os
 import sys
-import tempfile
 import types
 
 _FORMAT = 1
@@ -147,17 +146,18 @@ class _Cache:
         """Write the file again where this import made a function it did not hold."""
         if not self.new:
             return
+        # MXNet's import is done by now, so the package's writer (which needs MXNet) can run:
+        # whole or not at all, for processes started at the same moment.
+        from .._files import atomic_write
+
+        def write(tmp):
+            with open(tmp, "wb") as f:
+                marshal.dump({**self.entries, **self.new}, f)
+            os.chmod(tmp, self.mode)
+
         try:
             os.makedirs(os.path.dirname(self.path), exist_ok=True)
-            fd, tmp = tempfile.mkstemp(dir=os.path.dirname(self.path), suffix=".tmp")
-            try:
-                with os.fdopen(fd, "wb") as f:
-                    marshal.dump({**self.entries, **self.new}, f)
-                os.chmod(tmp, self.mode)
-                os.replace(tmp, self.path)  # whole or not at all, for processes started at once
-            except BaseException:
-                os.unlink(tmp)
-                raise
+            atomic_write(self.path, write)
         except (OSError, ValueError):
             pass  # a folder it cannot write (or what marshal cannot): as slow as without it
 
