@@ -17,9 +17,10 @@ The PyTorch contenders run under ``--torch-python``, a Python with PyTorch's CPU
 bayesian-torch (``benchmarks/peers_env.sh`` builds one beside this project's environment,
 from a local CPU wheel only); without it they are left out, and the output says so. Each
 process loads the same arrays (written once by this script), sets its library's threads to
-every core, runs 20 steps to warm up and then times ``--epochs`` epochs; the contenders run
-in turn, ``--rounds`` times, and each figure is the median over rounds. The CPU is named on
-the first line.
+the cores it may use (ours through ``bbb_gluon.threads.claim()``, the idle ones), runs 20
+steps to warm up and then times ``--epochs`` epochs; the contenders run in turn,
+``--rounds`` times, and each figure is the median over rounds. The CPU is named on the
+first line.
 
     python benchmarks/bench_peers.py --torch-python .venv-peers/bin/python   # about 4 min
     python benchmarks/bench_peers.py --tiny        # a few batches, no PyTorch: proves it runs
@@ -92,7 +93,7 @@ def torch_steps(name, num_batches):
     import torch.nn.functional as F
     from torch import nn
 
-    torch.set_num_threads(os.cpu_count())
+    torch.set_num_threads(len(os.sched_getaffinity(0)))  # the cores it may use, as ours
     torch.manual_seed(0)
     if name == "torch":
         model = nn.Sequential(nn.Linear(784, 400), nn.ReLU(), nn.Linear(400, 400), nn.ReLU(),
@@ -182,6 +183,8 @@ def main():
 
     names = [n for n in args.contenders.split(",") if n]
     unknown = sorted(set(names) - set(GLUON + TORCH))
+    if not names:
+        p.error(f"--contenders names none; choose from {', '.join(GLUON + TORCH)}")
     if unknown:
         p.error(f"unknown contenders {unknown}; choose from {', '.join(GLUON + TORCH)}")
     if args.epochs < 1 or args.rounds < 1:

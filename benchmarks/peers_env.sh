@@ -24,6 +24,10 @@ case "$(basename "$wheel")" in
   *) echo "peers_env.sh: $wheel is not PyTorch's CPU build" >&2; exit 2 ;;
 esac
 python="$(command -v python3.11 || command -v python3)"
+if ! "$python" -c 'import sys; sys.exit(sys.version_info[:2] != (3, 11))'; then
+  echo "peers_env.sh: needs Python 3.11 (the wheel is cp311); $python is not" >&2
+  exit 2
+fi
 "$python" -m venv .venv-peers
 # torch's own requirements first, then torch and bayesian-torch without theirs (bayesian-torch
 # asks for torchvision, tensorboard and scikit-learn, which its layers do not import).

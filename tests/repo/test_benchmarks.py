@@ -98,6 +98,9 @@ def test_peers_benchmark_runs_in_tiny_mode(fashion_root):
     done = subprocess.run([sys.executable, script, "--rounds", "0"], capture_output=True,
                           text=True, timeout=60)
     assert done.returncode == 2 and "--rounds must be at least 1" in done.stderr
+    done = subprocess.run([sys.executable, script, "--contenders", ","], capture_output=True,
+                          text=True, timeout=60)
+    assert done.returncode == 2 and "--contenders names none" in done.stderr
 
 
 def test_step_profile_runs():
