@@ -10,7 +10,7 @@ import mxnet as mx
 from mxnet import autograd, gluon
 
 from .._kernels import trainer as _trainer
-from .._kernels.fused import load, unavailable_reason
+from .._kernels.fused import load, packed, unavailable_reason
 from . import ops
 from .estimator_forward import EstimatorForward, sample_noise
 from .estimators import key_estimators
@@ -179,9 +179,9 @@ class FusedBBBStep:
         # Every layer in one operator: on a small network a step's time goes to launching
         # operators, and a busy machine makes each launch longer.
         num = len(mus)
-        outs = mx.nd.bbb_draw_layers(*mus, *rhos, seed=seed, stream=global_stream,
-                                     counter=counter, layer=0, layers=num,
-                                     aux=self._aux_list)
+        outs = mx.nd.bbb_draw_layers(*mus, *rhos, args=packed(
+            seed=seed, stream=global_stream, counter=counter, layer=0, layers=num,
+            aux=self._aux_list))
         aux = iter(outs[2 * num:])
         first = num  # the extra arrays' keys follow the layers'
 
@@ -285,12 +285,12 @@ class FusedBBBStep:
             tail = [nll, X, y, *keep, *([] if watch is None else [watch])]
             more = {"check": 1, "keep": len(keep), "watch": int(watch is not None)}
         # Every layer in one operator (see draw); lists hold one entry per layer.
-        return mx.nd.bbb_update_layers(*inputs, *tail, **more, layers=len(layers),
-                                       cost=int(cost), aux=self._aux_list, adam=int(adam),
-                                       lr_mu=",".join(lrs[0::2]), lr_rho=",".join(lrs[1::2]),
-                                       wd_mu=",".join(wds[0::2]), wd_rho=",".join(wds[1::2]),
-                                       rescale=repr(opt.rescale_grad), clip=repr(clip),
-                                       scale=repr(scale), **extra, **self.attrs)
+        return mx.nd.bbb_update_layers(*inputs, *tail, args=packed(
+            **more, layers=len(layers), cost=int(cost), aux=self._aux_list, adam=int(adam),
+            lr_mu=",".join(lrs[0::2]), lr_rho=",".join(lrs[1::2]),
+            wd_mu=",".join(wds[0::2]), wd_rho=",".join(wds[1::2]),
+            rescale=repr(opt.rescale_grad), clip=repr(clip), scale=repr(scale), **extra,
+            **self.attrs))
 
     def _cost(self, ws, noise, mus, rhos):
         """The complexity cost's value over every layer, a pass of its own (``bbb_cost``)."""

@@ -12,6 +12,7 @@ import pytest
 from mxnet import gluon
 
 from bbb_gluon import BBBLoss, GaussianPrior, LaplacePrior, Posterior, ScaleMixturePrior
+from bbb_gluon._kernels.fused import packed
 from bbb_gluon.core.engines import FusedBBBStep, forward_with, prior_attrs, reference_step
 from bbb_gluon.core.likelihood import GaussianNLLLoss, likelihood_loss
 from bbb_gluon.training import build_mlp
@@ -876,3 +877,36 @@ def test_the_layers_kernels_refuse_lists_that_do_not_hold_one_entry_per_layer():
     with pytest.raises(mx.base.MXNetError):
         mx.nd.bbb_update_layers(*arrays, *arrays, layers=2, aux="0,0", adam=0, lr_mu="0.1",
                                 lr_rho="0.1,0.1", wd_mu="0,0", wd_rho="0,0").wait_to_read()
+
+
+def test_the_layers_kernels_take_their_attributes_packed_in_args():
+    """``args`` (``fused.packed``) is the same call as the attributes given one by one,
+    to the bit; a malformed one is refused."""
+    shapes, aux = [(6, 5), (6,), (2, 6)], [2, 0, 1]
+    mus, rhos = _layers(np.random.default_rng(5), shapes)
+    draw = dict(seed=3, stream=1, counter=5, layer=2, layers=3, aux=",".join(map(str, aux)))
+    apart = mx.nd.bbb_draw_layers(*mus, *rhos, **draw)
+    together = mx.nd.bbb_draw_layers(*mus, *rhos, args=packed(**draw))
+    for a, b in zip(apart, together, strict=True):
+        np.testing.assert_array_equal(a.asnumpy(), b.asnumpy())
+
+    def arrays():
+        r = np.random.default_rng(6)
+        return [mx.nd.array(r.normal(size=s).astype(np.float32))
+                for s, a in zip(shapes, aux, strict=True) for _ in range(9 + (a != 0))]
+    update = dict(guard=1, adam=1, layers=3, aux=draw["aux"], lr_mu="0.001,0.002,0.003",
+                  lr_rho="0.01,0.02,0.03", wd_mu="0.0,0.0001,0.0", wd_rho="0.0,0.0,0.001",
+                  rescale="0.0078125", clip="-1.0", scale="0.01", kind=2, sigma="1.0",
+                  beta1="0.9", beta2="0.999", epsilon="1e-08", cost=1)
+    one, two = arrays(), arrays()
+    g = mx.nd.zeros((1,))
+    c1 = mx.nd.bbb_update_layers(*one, g, **update)
+    # split between the two forms: the packed ones are merged into the others
+    c2 = mx.nd.bbb_update_layers(*two, g, adam=1, layers=3, args=packed(
+        **{k: v for k, v in update.items() if k not in ("adam", "layers")}))
+    np.testing.assert_array_equal(c1.asnumpy(), c2.asnumpy())
+    for a, b in zip(one, two, strict=True):
+        np.testing.assert_array_equal(a.asnumpy(), b.asnumpy())
+    for bad in ("layers", "=3", "seed=3;layers"):
+        with pytest.raises(mx.base.MXNetError):
+            mx.nd.bbb_draw_layers(*mus, *rhos, args=bad).wait_to_read()
