@@ -128,7 +128,7 @@ class FusedBBBStep:
         ours = {id(p) for p in posterior.mu_parameters + posterior.rho_parameters}
         self.others = [p for p in _trainer.params(trainer)
                        if id(p) not in ours and p.grad_req != "null"]
-        self._buffers = {}
+        self._buffers, self._drawn = {}, {}
         self._update = None  # the fused update's plan, decided at the first step
         # Per key: 0 shared sample, 1 Flipout, 2 local reparameterisation (bbb_draw's aux)
         self.estimators = key_estimators(rules, len(posterior.keys))
@@ -172,14 +172,24 @@ class FusedBBBStep:
         """``(noise, weights, aux, extra)``: per layer in one kernel call each, the noise
         :meth:`noise` draws, the weights ``bbb_sample`` makes from it and, for layers
         under an estimator, the perturbation or variance (else None); ``extra``: the
-        estimators' per-example noise, drawn beside them."""
+        estimators' per-example noise, drawn beside them. The first three are arrays the
+        step keeps: the next draw on ``ctx`` writes over them."""
         source = self.posterior.noise
         counter = source.advance(stream)
         seed, global_stream = source.seed, source.global_stream(stream)
         # Every layer in one operator: on a small network a step's time goes to launching
         # operators, and a busy machine makes each launch longer.
         num = len(mus)
-        outs = mx.nd.bbb_draw_layers(*mus, *rhos, args=packed(
+        # Into the same arrays at every step: MXNet's allocation of eight or more outputs
+        # cost about a third of the call on a small network. The engine orders this write
+        # after the last step's reads of them.
+        if ctx not in self._drawn:
+            shapes = self.posterior.shapes
+            self._drawn[ctx] = [mx.nd.empty(s, ctx=ctx) for s in shapes + shapes] + [
+                mx.nd.empty(s, ctx=ctx)
+                for s, mode in zip(shapes, self.modes, strict=True) if mode]
+        outs = self._drawn[ctx]
+        mx.nd.bbb_draw_layers(*mus, *rhos, out=outs, args=packed(
             seed=seed, stream=global_stream, counter=counter, layer=0, layers=num,
             aux=self._aux_list))
         aux = iter(outs[2 * num:])
