@@ -134,6 +134,16 @@ class FusedBBBStep:
         self.estimators = key_estimators(rules, len(posterior.keys))
         self.modes = [e.mode for e in self.estimators]
         self._aux_list = ",".join(map(str, self.modes))  # the *_layers kernels' aux
+        self._means_marked = [k for k, mode in enumerate(self.modes) if mode]
+
+    def _mark_means(self, ctx, mus):
+        """The means of the layers under an estimator marked again with their parameters'
+        own gradients (a step marks them as its leaves, with its own buffers), so that a
+        user's autograd on the posterior finds them as Gluon left them."""
+        params = self.posterior.mu_parameters
+        keys = self._means_marked
+        mx.autograd.mark_variables([mus[k] for k in keys], [params[k].grad(ctx) for k in keys],
+                                   [params[k].grad_req for k in keys])
 
     def _grad_buffers(self, ctx):
         """Per key on ``ctx``: the likelihood's gradient w.r.t. the weights (or the means),
@@ -360,9 +370,10 @@ class FusedBBBStep:
             for s in range(samples):
                 noise, ws, aux, extra = self.draw(ctx, k, mus, rhos) if eps is None \
                     else self._given(ctx, eps[k][s], mus, rhos)
-                # Leaves: the weights, or for layers under an estimator a copy of the means
+                # Leaves: the weights, or for layers under an estimator the means (given
+                # their own gradients back after the backward: no copy of them per step)
                 # and the perturbations (or variances), whose gradients fill g2s.
-                leaves = [w if mode == 0 else m.copy()
+                leaves = [w if mode == 0 else m
                           for w, m, mode in zip(ws, mus, self.modes, strict=True)]
                 marked = [(a, g) for a, g in zip(aux, g2s, strict=True) if a is not None]
                 mx.autograd.mark_variables(leaves + [a for a, _ in marked],
@@ -371,6 +382,8 @@ class FusedBBBStep:
                     out = self.forward(leaves, ctx, xb, dict(enumerate(aux)), extra)
                     nll = self.nll(out, yb)
                 nll.backward()
+                if self._means_marked:
+                    self._mark_means(ctx, mus)
                 # the watch lives on the first context, which is the first shard's
                 here = watch if k == 0 else None
                 keep = [p.grad(ctx) for p in self.others]

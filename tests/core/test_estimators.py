@@ -261,6 +261,27 @@ def test_the_network_is_as_it_was_after_a_step_and_after_an_exception(estimator,
     np.testing.assert_allclose(net(X).asnumpy(), expected_before, rtol=1e-5, atol=1e-6)
 
 
+@pytest.mark.parametrize("estimator", ["local", "flipout"])
+def test_after_a_step_autograd_on_the_means_fills_their_own_gradients(estimator):
+    """The step runs the means of the layers under an estimator as its autograd leaves
+    (with its own gradient buffers, not a copy per step); afterwards a user's backward
+    through the posterior's means writes their Parameters' gradients, as before a step."""
+    net, _ = build(nn.Dense(6, in_units=4, activation="relu"), nn.Dense(3, in_units=6))
+    X = mx.nd.array(np.random.default_rng(0).normal(size=(5, 4)), ctx=CTX)
+    y = mx.nd.array([0, 1, 2, 0, 1], ctx=CTX)
+    post = posterior_of(net, X)
+    loss = BBBLoss(MIXTURE, num_batches=1)
+    trainer = gluon.Trainer(trainable_params(net, post, loss), "adam", {"learning_rate": 0.1})
+    step = BBBStep(net, post, loss, trainer, estimator=estimator)
+    for _ in range(2):
+        step(X, y)
+    for p, m in zip(post.mu_parameters, post.mu(CTX), strict=True):
+        with autograd.record():
+            cost = (m * 3.0).sum()
+        cost.backward()
+        np.testing.assert_array_equal(p.grad(CTX).asnumpy(), np.full(m.shape, 3.0, np.float32))
+
+
 def test_hybridized_and_imperative_networks_agree():
     outs = []
     for hybridize in (True, False):
