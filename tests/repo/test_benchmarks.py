@@ -230,3 +230,15 @@ def test_small_step_benchmark_runs_in_tiny_mode():
     rows = [line.split() for line in lines[2:]]
     assert [r[0] for r in rows] == ["13-50-1", "1-50-50-1", "13-50-1"]
     assert all(float(r[-1].rstrip("x")) > 0 and float(r[-4].rstrip("x")) > 0 for r in rows)
+
+
+def test_launch_benchmark_runs_in_tiny_mode():
+    done = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "bench_launch.py"),
+                           "--tiny"], capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-2000:]
+    lines = done.stdout.splitlines()
+    assert lines[0].startswith("cpu: ")
+    names = [line.split("  ")[0].strip() for line in lines[1:]]
+    assert names == ["adam_update (baseline)", "update, attributes apart",
+                     "update, packed in args", "draw, new outputs", "draw, kept outputs"]
+    assert all(float(line.split()[-2].rstrip("x")) > 0 for line in lines[1:])
