@@ -25,6 +25,7 @@
 //   bbb_draw_layers, bbb_update_layers: bbb_draw / bbb_update on every layer in one call,
 //                                    their attributes also packed in one (`args`)
 //   bbb_lrt_combine(mean, var, zeta) -> act(mean + sqrt(var + floor) * zeta), with backward
+//                                    (square=1: its square too, a second output)
 //   bbb_flip(x, s) -> x * s;  bbb_flipout_combine(mean, z, r) -> act(mean + z * r), with
 //                                    backward; any shape, s and r compact: one per
 //                                    (example, channel), see signs_shape
@@ -233,6 +234,11 @@ MXReturnValue lrt_forward(const Attrs& attrs, std::vector<MXTensor>* inputs,
 // operators take five (add, sqrt, multiply, add, relu), each with its own backward pass.
 // Backward: d mean = g * [out > 0], d var = g * [out > 0] * zeta / (2 sqrt(var + floor)),
 // d zeta = g * [out > 0] * sqrt(var + floor); the mask recomputed from the inputs.
+// square=1: a second output, out * out, the next layer's input to its variances' product
+// under the same estimator (MXNet's square, its backward and the sum of the two gradients
+// of out are three more passes); g above is then g_out + 2 out g_square.
+inline bool with_square(const Attrs& a) { return attr_u(a, "square") != 0; }
+
 MXReturnValue lrt_combine_forward(const Attrs& attrs, std::vector<MXTensor>* inputs,
                                   std::vector<MXTensor>* outputs, const OpResource&) {
   const float* mean = (*inputs)[0].data<float>();
@@ -242,6 +248,17 @@ MXReturnValue lrt_combine_forward(const Attrs& attrs, std::vector<MXTensor>* inp
   const int64_t n = (*outputs)[0].size();
   const float floor = attr_stof(attrs, "floor", 0.f);
   const bool relu = attr_u(attrs, "relu") != 0;
+  if (with_square(attrs)) {
+    float* sq = (*outputs)[1].data<float>();
+#pragma omp parallel for simd schedule(static) num_threads(threads_for(n))
+    for (int64_t i = 0; i < n; ++i) {
+      const float x = mean[i] + std::sqrt(var[i] + floor) * zeta[i];
+      const float y = relu ? std::fmax(x, 0.f) : x;
+      out[i] = y;
+      sq[i] = y * y;
+    }
+    return MX_SUCCESS;
+  }
 #pragma omp parallel for simd schedule(static) num_threads(threads_for(n))
   for (int64_t i = 0; i < n; ++i) {
     const float x = mean[i] + std::sqrt(var[i] + floor) * zeta[i];
@@ -250,14 +267,16 @@ MXReturnValue lrt_combine_forward(const Attrs& attrs, std::vector<MXTensor>* inp
   return MX_SUCCESS;
 }
 
-// Inputs: the output's gradient, then mean, var, zeta (MXNet's order for a library
+// Inputs: the outputs' gradients, then mean, var, zeta (MXNet's order for a library
 // operator's backward: output gradients, inputs, outputs); outputs: their gradients.
 MXReturnValue lrt_combine_backward(const Attrs& attrs, std::vector<MXTensor>* inputs,
                                    std::vector<MXTensor>* outputs, const OpResource&) {
+  const int heads = with_square(attrs) ? 2 : 1;
   const float* g = (*inputs)[0].data<float>();
-  const float* mean = (*inputs)[1].data<float>();
-  const float* var = (*inputs)[2].data<float>();
-  const float* zeta = (*inputs)[3].data<float>();
+  const float* g_sq = heads == 2 ? (*inputs)[1].data<float>() : nullptr;
+  const float* mean = (*inputs)[heads].data<float>();
+  const float* var = (*inputs)[heads + 1].data<float>();
+  const float* zeta = (*inputs)[heads + 2].data<float>();
   float* d_mean = (*outputs)[0].data<float>();
   float* d_var = (*outputs)[1].data<float>();
   float* d_zeta = (*outputs)[2].data<float>();
@@ -267,7 +286,10 @@ MXReturnValue lrt_combine_backward(const Attrs& attrs, std::vector<MXTensor>* in
 #pragma omp parallel for simd schedule(static) num_threads(threads_for(n))
   for (int64_t i = 0; i < n; ++i) {
     const float sd = std::sqrt(var[i] + floor);
-    const float gi = relu && !(mean[i] + sd * zeta[i] > 0.f) ? 0.f : g[i];
+    const float x = mean[i] + sd * zeta[i];
+    const float y = relu ? std::fmax(x, 0.f) : x;
+    const float head = g_sq ? g[i] + 2.f * y * g_sq[i] : g[i];
+    const float gi = relu && !(x > 0.f) ? 0.f : head;
     d_mean[i] = gi;
     d_var[i] = gi * zeta[i] * (0.5f / sd);
     d_zeta[i] = gi * sd;
@@ -1246,7 +1268,9 @@ MXReturnValue parse_draw(const Attrs& a, int* i, int* o) {
   return parse_n(a, i, o, 2, 2 + (attr_u(a, "aux") != 0 ? 1 : 0));
 }
 MXReturnValue parse_lrt(const Attrs& a, int* i, int* o) { return parse_n(a, i, o, 2, 1); }
-MXReturnValue parse_lrt_combine(const Attrs& a, int* i, int* o) { return parse_n(a, i, o, 3, 1); }
+MXReturnValue parse_lrt_combine(const Attrs& a, int* i, int* o) {
+  return parse_n(a, i, o, 3, with_square(a) ? 2 : 1);
+}
 MXReturnValue parse_flip(const Attrs& a, int* i, int* o) { return parse_n(a, i, o, 2, 1); }
 MXReturnValue parse_flipout_combine(const Attrs& a, int* i, int* o) {
   return parse_n(a, i, o, 3, 1);

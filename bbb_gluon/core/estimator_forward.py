@@ -21,7 +21,7 @@ from mxnet import autograd
 from mxnet.gluon import HybridBlock, nn
 
 from .._kernels import private as _private
-from .estimators import aux_arrays, key_modes
+from .estimators import KeptSquares, aux_arrays, key_modes
 from .sampling import swapper, use_weights
 
 __all__ = ["EstimatorForward", "LayerForward", "perturbed", "swapped", "sample_noise"]
@@ -145,11 +145,12 @@ class LayerForward:
         return out if relu_done or self.act is None else self.act(out)
 
 
-class _Arrays:
+class _Arrays(KeptSquares):
     """A layer's inputs as arrays, for one imperative call."""
 
     def __init__(self, aux, noise):
         self._aux, self._noise = aux, noise
+        self._squares = {}
 
     def shapes(self, layer, x, mean):
         return x.shape, mean.shape
@@ -161,13 +162,14 @@ class _Arrays:
         return self._noise(layer.tag + offset, shape, signs)
 
 
-class _Symbols:
+class _Symbols(KeptSquares):
     """A layer's inputs as the graph's input variables, named by posterior key (aux) and
     by tag (noise: layers sharing a weight share its signs), with the traced shapes."""
 
     def __init__(self, shapes):
         self._shapes = shapes
         self.vars, self.aux_of, self.noise_of = {}, {}, {}
+        self._squares = {}
 
     def _var(self, name):
         if name not in self.vars:

@@ -43,6 +43,7 @@ from mxnet.gluon import nn
 from .._kernels import private as _private
 
 __all__ = ["ESTIMATORS", "Estimator", "SharedSample", "LocalReparameterization", "Flipout",
+           "KeptSquares",
            "get_estimator", "LayerRule", "plan", "check_estimator"]
 
 # Added to the local reparameterisation's variance: sqrt's gradient is infinite at 0.
@@ -112,6 +113,21 @@ class SharedSample(Estimator):
         return "reparam", ""
 
 
+class KeptSquares:
+    """Where a layer's estimator finds its input's square (:meth:`square_of`): a local
+    layer's output and its square, computed in the same pass, kept for the layer that
+    takes that output next. The sources of a layer's inputs (one call, one trace) are
+    these; each sets ``_squares = {}``."""
+
+    def keep_square(self, out, square):
+        self._squares[id(out)] = (out, square)
+
+    def square_of(self, x):
+        """``x``'s square if a layer kept it (``x`` itself, not a copy), else None."""
+        kept = self._squares.get(id(x))
+        return kept[1] if kept is not None and kept[0] is x else None
+
+
 class LocalReparameterization(Estimator):
     """Each example's pre-activations drawn from their Gaussian (Dense layers applied once
     per example); Flipout where that would untie the weight."""
@@ -136,12 +152,24 @@ class LocalReparameterization(Estimator):
         return {0: (tuple(out_shape), False)}
 
     def output(self, F, layer, x, mean, inputs, fused):
-        var = layer.linear(F, F.square(x), inputs.aux_w, inputs.aux_b)
         zeta = inputs.noise[0]
-        if fused:  # one pass where MXNet runs five operators
-            return F.bbb_lrt_combine(mean, var, zeta, floor=repr(VARIANCE_FLOOR),
-                                     relu=int(layer.relu)), layer.relu
-        return F.elemwise_add(mean, F.elemwise_mul(F.sqrt(var + VARIANCE_FLOOR), zeta)), False
+        if not fused:
+            var = layer.linear(F, F.square(x), inputs.aux_w, inputs.aux_b)
+            return (F.elemwise_add(mean, F.elemwise_mul(F.sqrt(var + VARIANCE_FLOOR), zeta)),
+                    False)
+        # x's square as the layer before computed it, where it was a local layer too
+        squared = layer.source.square_of(x)
+        var = layer.linear(F, F.square(x) if squared is None else squared, inputs.aux_w,
+                           inputs.aux_b)
+        # One pass where MXNet runs five operators; after a relu, the output's square too
+        # (three operators fewer where the next layer is local as well).
+        outs = F.bbb_lrt_combine(mean, var, zeta, floor=repr(VARIANCE_FLOOR),
+                                 relu=int(layer.relu), square=int(layer.relu))
+        if not layer.relu:
+            return outs, False
+        out = outs[0]  # once: each indexing of a Symbol makes a new object
+        layer.source.keep_square(out, outs[1])
+        return out, True
 
 
 class Flipout(Estimator):

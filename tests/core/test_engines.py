@@ -806,13 +806,17 @@ def test_no_per_element_body_of_the_update_is_compiled_out_of_line():
 
 
 @pytest.mark.parametrize("relu", [0, 1])
-def test_bbb_lrt_combine_is_mxnets_five_operators_forward_and_backward(relu):
+@pytest.mark.parametrize("square", [0, 1])
+def test_bbb_lrt_combine_is_mxnets_five_operators_forward_and_backward(relu, square):
     """The local reparameterisation's last step, act(mean + sqrt(var + floor) * zeta),
     and its gradients w.r.t. mean and var, as MXNet's operators give them; a zero
-    variance (a dead row) gives a finite gradient through the floor."""
+    variance (a dead row) gives a finite gradient through the floor. With square=1 its
+    square is a second output (the next layer's input to its variances' product), and the
+    gradients take both outputs' as MXNet's square and the sum of the two paths do."""
     rng = np.random.default_rng(4)
     shape = (64, 50)
-    mean, zeta, g = (mx.nd.array(rng.normal(size=shape).astype(np.float32)) for _ in range(3))
+    mean, zeta, g, g2 = (mx.nd.array(rng.normal(size=shape).astype(np.float32))
+                         for _ in range(4))
     var = mx.nd.array(rng.uniform(0, 2, shape).astype(np.float32))
     var[0] = 0
     got = []
@@ -822,17 +826,23 @@ def test_bbb_lrt_combine_is_mxnets_five_operators_forward_and_backward(relu):
         v.attach_grad()
         with mx.autograd.record():
             if fused:
-                out = mx.nd.bbb_lrt_combine(m, v, zeta, floor="1e-12", relu=relu)
+                outs = mx.nd.bbb_lrt_combine(m, v, zeta, floor="1e-12", relu=relu,
+                                             square=square)
             else:
                 out = mx.nd.elemwise_add(m, mx.nd.elemwise_mul(mx.nd.sqrt(v + 1e-12), zeta))
                 out = mx.nd.relu(out) if relu else out
-        out.backward(g)
-        got.append([out.asnumpy(), m.grad.asnumpy(), v.grad.asnumpy()])
+                outs = [out, mx.nd.square(out)] if square else out
+        if square:
+            mx.autograd.backward(outs, [g, g2])
+        else:
+            outs.backward(g)
+        outs = outs if square else [outs]
+        got.append([o.asnumpy() for o in outs] + [m.grad.asnumpy(), v.grad.asnumpy()])
     for a, b in zip(*got, strict=True):
         assert np.isfinite(a).all()
-        np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
+        np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-5)
     if relu:
-        assert (got[0][0] == 0).any() and (got[0][1] == 0).any()
+        assert (got[0][0] == 0).any() and (got[0][-2] == 0).any()
 
 
 @pytest.mark.parametrize("relu", [0, 1])

@@ -676,6 +676,28 @@ def test_the_traced_graph_computes_what_the_swapped_layers_compute(estimator):
         np.testing.assert_array_equal(a, b)
 
 
+def test_after_a_local_layer_with_relu_the_next_takes_its_inputs_square_from_it():
+    """Under the local reparameterisation a layer's variances' product takes its input's
+    square. After a local layer whose relu the fused step runs, that square comes from the
+    layer's own pass (bbb_lrt_combine's second output): the step's graph squares the
+    examples only, and its updates are the reference engine's (tested there)."""
+    net, _ = build(nn.Dense(6, in_units=4, activation="relu"),
+                   nn.Dense(5, in_units=6, activation="relu"), nn.Dense(3, in_units=5))
+    X = mx.nd.array(np.random.default_rng(0).normal(size=(7, 4)), ctx=CTX)
+    y = mx.nd.array([0, 1, 2, 0, 1, 2, 0], ctx=CTX)
+    post = posterior_of(net, X)
+    loss = BBBLoss(MIXTURE, num_batches=1)
+    trainer = gluon.Trainer(trainable_params(net, post, loss), "sgd", {"learning_rate": 0.1})
+    step = BBBStep(net, post, loss, trainer, estimator="local")
+    step(X, y)
+    nodes = json.loads(step.forward.symbol_for((4,)).tojson())["nodes"]
+    ops = [n["op"] for n in nodes]
+    assert ops.count("bbb_lrt_combine") == 3 and ops.count("square") == 1
+    squares = [n for n in nodes if n["op"] == "bbb_lrt_combine"
+               and n.get("attrs", {}).get("square") == "1"]
+    assert len(squares) == 2  # the two hidden layers'; the last has no relu
+
+
 class Branching(nn.Block):
     """A network whose forward reads its input's shape: it cannot be traced."""
 
