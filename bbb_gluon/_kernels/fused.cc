@@ -28,7 +28,8 @@
 //                                    (square=1: its square too, a second output)
 //   bbb_flip(x, s) -> x * s;  bbb_flipout_combine(mean, z, r) -> act(mean + z * r), with
 //                                    backward; any shape, s and r compact: one per
-//                                    (example, channel), see signs_shape
+//                                    (example, channel), see signs_shape (flip=1: a
+//                                    fourth input s2 and a second output, out * s2)
 #include <cmath>
 #include <algorithm>
 #include <cstdint>
@@ -372,12 +373,20 @@ MXReturnValue flip_backward(const Attrs&, std::vector<MXTensor>* inputs,
 // output side in one pass where MXNet's operators take three (multiply, add, relu).
 // Backward: d mean = g * [out > 0], d z = g * [out > 0] * r, d r = the sum of
 // g * [out > 0] * z over each sign's elements; the mask recomputed from the inputs.
+// flip=1: a fourth input s2, signs of r's shape, and a second output out * s2: the next
+// layer's bbb_flip under Flipout (which with its backward and the sum of the two gradients
+// of out are three more passes); g above is then g_out + g_flipped * s2, and d s2 the sum
+// of g_flipped * out over each sign's elements, as bbb_flip's backward gives them.
+inline bool with_flip(const Attrs& a) { return attr_u(a, "flip") != 0; }
+
 MXReturnValue flipout_combine_forward(const Attrs& attrs, std::vector<MXTensor>* inputs,
                                       std::vector<MXTensor>* outputs, const OpResource&) {
   const float* mean = (*inputs)[0].data<float>();
   const float* z = (*inputs)[1].data<float>();
   const float* r = (*inputs)[2].data<float>();
+  const float* s2 = with_flip(attrs) ? (*inputs)[3].data<float>() : nullptr;
   float* out = (*outputs)[0].data<float>();
+  float* flipped = s2 ? (*outputs)[1].data<float>() : nullptr;
   const int64_t rows = (*inputs)[2].size(), inner = inner_of(*inputs, 0, 2);
   if (inner == 0) return MX_FAIL;
   const bool relu = attr_u(attrs, "relu") != 0;
@@ -386,57 +395,84 @@ MXReturnValue flipout_combine_forward(const Attrs& attrs, std::vector<MXTensor>*
     for (int64_t i = 0; i < rows; ++i) {
       const float x = mean[i] + z[i] * r[i];
       out[i] = relu ? std::fmax(x, 0.f) : x;
+      if (s2) flipped[i] = out[i] * s2[i];
     }
     return MX_SUCCESS;
   }
 #pragma omp parallel for schedule(static) num_threads(threads_for(rows * inner))
   for (int64_t j = 0; j < rows; ++j) {
     const float rj = r[j];
+    const float sj = s2 ? s2[j] : 0.f;
 #pragma omp simd
     for (int64_t k = j * inner; k < (j + 1) * inner; ++k) {
       const float x = mean[k] + z[k] * rj;
       out[k] = relu ? std::fmax(x, 0.f) : x;
+      if (s2) flipped[k] = out[k] * sj;
     }
   }
   return MX_SUCCESS;
 }
 
-// Inputs: the output's gradient, mean, z, r; outputs: d mean, d z, d r.
+// Inputs: the outputs' gradients, mean, z, r (and s2); outputs: d mean, d z, d r (, d s2).
 MXReturnValue flipout_combine_backward(const Attrs& attrs, std::vector<MXTensor>* inputs,
                                        std::vector<MXTensor>* outputs, const OpResource&) {
+  const int heads = with_flip(attrs) ? 2 : 1;
   const float* g = (*inputs)[0].data<float>();
-  const float* mean = (*inputs)[1].data<float>();
-  const float* z = (*inputs)[2].data<float>();
-  const float* r = (*inputs)[3].data<float>();
+  const float* g2 = heads == 2 ? (*inputs)[1].data<float>() : nullptr;
+  const float* mean = (*inputs)[heads].data<float>();
+  const float* z = (*inputs)[heads + 1].data<float>();
+  const float* r = (*inputs)[heads + 2].data<float>();
+  const float* s2 = g2 ? (*inputs)[heads + 3].data<float>() : nullptr;
   float* d_mean = (*outputs)[0].data<float>();
   float* d_z = (*outputs)[1].data<float>();
   float* d_r = (*outputs)[2].data<float>();
-  const int64_t rows = (*inputs)[3].size(), inner = inner_of(*inputs, 1, 3);
+  float* d_s2 = g2 ? (*outputs)[3].data<float>() : nullptr;
+  const int64_t rows = (*inputs)[heads + 2].size(), inner = inner_of(*inputs, heads, heads + 2);
   if (inner == 0) return MX_FAIL;
   const bool relu = attr_u(attrs, "relu") != 0;
   if (inner == 1) {
 #pragma omp parallel for simd schedule(static) num_threads(threads_for(rows))
     for (int64_t i = 0; i < rows; ++i) {
-      const float gi = relu && !(mean[i] + z[i] * r[i] > 0.f) ? 0.f : g[i];
+      const float x = mean[i] + z[i] * r[i];
+      const float head = g2 ? g[i] + g2[i] * s2[i] : g[i];
+      const float gi = relu && !(x > 0.f) ? 0.f : head;
       d_mean[i] = gi;
       d_z[i] = gi * r[i];
       d_r[i] = gi * z[i];
+      if (g2) d_s2[i] = g2[i] * (relu ? std::fmax(x, 0.f) : x);
     }
     return MX_SUCCESS;
   }
 #pragma omp parallel for schedule(static) num_threads(threads_for(rows * inner))
   for (int64_t j = 0; j < rows; ++j) {
     const float rj = r[j];
-    float acc = 0.f;
-#pragma omp simd reduction(+ : acc)
+    const float sj = g2 ? s2[j] : 0.f;
+    float acc = 0.f, acc_s = 0.f;
+#pragma omp simd reduction(+ : acc, acc_s)
     for (int64_t k = j * inner; k < (j + 1) * inner; ++k) {
-      const float gk = relu && !(mean[k] + z[k] * rj > 0.f) ? 0.f : g[k];
+      const float x = mean[k] + z[k] * rj;
+      const float head = g2 ? g[k] + g2[k] * sj : g[k];
+      const float gk = relu && !(x > 0.f) ? 0.f : head;
       d_mean[k] = gk;
       d_z[k] = gk * rj;
       acc += gk * z[k];
+      if (g2) acc_s += g2[k] * (relu ? std::fmax(x, 0.f) : x);
     }
     d_r[j] = acc;
+    if (g2) d_s2[j] = acc_s;
   }
+  return MX_SUCCESS;
+}
+
+// bbb_flipout_combine's shapes: signs_shape's on (mean, z, r), and s2 of r's shape.
+MXReturnValue flipout_combine_shape(const Attrs& a,
+                                    std::vector<std::vector<unsigned int>>* in_shapes,
+                                    std::vector<std::vector<unsigned int>>* out_shapes) {
+  if (in_shapes->size() == 4 && (*in_shapes)[3] != (*in_shapes)[2]) return MX_FAIL;
+  std::vector<std::vector<unsigned int>> three(in_shapes->begin(), in_shapes->begin() + 3);
+  std::vector<std::vector<unsigned int>> one(1);
+  if (signs_shape(a, &three, &one) != MX_SUCCESS) return MX_FAIL;
+  for (auto& s : *out_shapes) s = one[0];
   return MX_SUCCESS;
 }
 
@@ -1273,7 +1309,7 @@ MXReturnValue parse_lrt_combine(const Attrs& a, int* i, int* o) {
 }
 MXReturnValue parse_flip(const Attrs& a, int* i, int* o) { return parse_n(a, i, o, 2, 1); }
 MXReturnValue parse_flipout_combine(const Attrs& a, int* i, int* o) {
-  return parse_n(a, i, o, 3, 1);
+  return with_flip(a) ? parse_n(a, i, o, 4, 2) : parse_n(a, i, o, 3, 1);
 }
 MXReturnValue parse_threads(const Attrs& a, int* i, int* o) { return parse_n(a, i, o, 1, 1); }
 MXReturnValue parse_normal(const Attrs& a, int* i, int* o) { return parse_n(a, i, o, 1, 1); }
@@ -1327,7 +1363,7 @@ REGISTER_OP(bbb_flipout_combine)
     .setBackward(flipout_combine_backward, "cpu")
     .setParseAttrs(parse_flipout_combine)
     .setInferType(all_float32)
-    .setInferShape(signs_shape);
+    .setInferShape(flipout_combine_shape);
 REGISTER_OP(bbb_threads)
     .setForward(threads_forward, "cpu")
     .setParseAttrs(parse_threads)

@@ -886,6 +886,45 @@ def test_flipouts_two_passes_are_mxnets_broadcast_operators_forward_and_backward
         assert (got[0][1] == 0).any() and (got[0][4] == 0).any()
 
 
+@pytest.mark.parametrize("relu", [0, 1])
+@pytest.mark.parametrize("shape, compact", [
+    ((64, 50), (64, 50)),  # Dense
+    ((8, 3, 5, 4), (8, 3, 1, 1)),  # NCHW: per (example, channel)
+    ((128, 6, 12, 12), (128, 6, 1, 1))])  # large enough for the threaded loops
+def test_flipout_combine_with_flip_is_combine_then_the_next_layers_flip(shape, compact, relu):
+    """flip=1: bbb_flipout_combine(mean, z, r, s2) also returns out * s2, the next layer's
+    bbb_flip of this output; outputs to the bit, and every input's gradient as the two
+    operators and the sum of out's two gradients give them."""
+    rng = np.random.default_rng(6)
+    mean, z, g, g2 = (mx.nd.array(rng.normal(size=shape).astype(np.float32))
+                      for _ in range(4))
+    r, s2 = (mx.nd.array(rng.choice([-1.0, 1.0], size=compact).astype(np.float32))
+             for _ in range(2))
+    got = []
+    for fused in (True, False):
+        ins = [a.copy() for a in (mean, z, r, s2)]
+        for a in ins:
+            a.attach_grad()
+        with mx.autograd.record():
+            if fused:
+                out, flipped = mx.nd.bbb_flipout_combine(*ins, relu=relu, flip=1)
+            else:
+                out = mx.nd.bbb_flipout_combine(*ins[:3], relu=relu)
+                flipped = mx.nd.bbb_flip(out, ins[3])
+        mx.autograd.backward([out, flipped], [g, g2])
+        got.append([out.asnumpy(), flipped.asnumpy()] + [a.grad.asnumpy() for a in ins])
+    for k, (a, b) in enumerate(zip(*got, strict=True)):
+        if k < 4:  # the outputs, d mean and d z
+            np.testing.assert_array_equal(a, b)
+        else:  # the signs' gradients are sums, in another order
+            np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-5)
+    # s2's gradient is the sum, not left out (zero where relu cut a whole sign's elements)
+    assert (got[0][5] != 0).any() if relu else (got[0][5] != 0).all()
+    with pytest.raises(mx.base.MXNetError):  # s2 must have r's shape
+        mx.nd.bbb_flipout_combine(mean, z, r, mx.nd.ones((1,) + compact[1:]),
+                                  flip=1)[0].wait_to_read()
+
+
 @pytest.mark.parametrize("full, signs", [
     ((4, 3), (5,)),  # does not divide
     ((4, 2, 3), (4, 3)),  # divides, but the signs would run along the wrong axis
