@@ -23,8 +23,9 @@ from bbb_gluon import (
 from bbb_gluon._kernels import private
 from bbb_gluon.core import estimator_forward
 from bbb_gluon.core import step as step_module
-from bbb_gluon.core.estimator_forward import EstimatorForward, _leading, perturbed
+from bbb_gluon.core.estimator_forward import EstimatorForward, perturbed
 from bbb_gluon.core.estimators import VARIANCE_FLOOR, key_modes, plan
+from bbb_gluon.core.layer_forward import _leading
 from bbb_gluon.training import TrainConfig
 
 CTX = mx.cpu(1)  # a context that is not the default catches a hard-coded one
