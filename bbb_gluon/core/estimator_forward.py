@@ -19,7 +19,7 @@ import mxnet as mx
 from mxnet.gluon import HybridBlock
 
 from .._kernels import private as _private
-from .estimators import KeptSquares, aux_arrays, key_modes
+from .estimators import KeptInputs, aux_arrays, key_modes
 from .layer_forward import LayerForward
 from .sampling import swapper, use_weights
 
@@ -29,12 +29,12 @@ __all__ = ["EstimatorForward", "LayerForward", "perturbed", "swapped", "sample_n
 _X_NAME = "bbb_gluon_examples"
 
 
-class _Arrays(KeptSquares):
+class _Arrays(KeptInputs):
     """A layer's inputs as arrays, for one imperative call."""
 
     def __init__(self, aux, noise):
         self._aux, self._noise = aux, noise
-        self._squares = {}
+        self._kept = {}
 
     def shapes(self, layer, x, mean):
         return x.shape, mean.shape
@@ -46,14 +46,14 @@ class _Arrays(KeptSquares):
         return self._noise(layer.tag + offset, shape, signs)
 
 
-class _Symbols(KeptSquares):
+class _Symbols(KeptInputs):
     """A layer's inputs as the graph's input variables, named by posterior key (aux) and
     by tag (noise: layers sharing a weight share its signs), with the traced shapes."""
 
     def __init__(self, shapes):
         self._shapes = shapes
         self.vars, self.aux_of, self.noise_of = {}, {}, {}
-        self._squares = {}
+        self._kept = {}
 
     def _var(self, name):
         if name not in self.vars:
@@ -168,6 +168,9 @@ class _Graph:
         # the layers' shapes first: a network the graph could not run is refused here
         source = _Symbols(self._layer_shapes_of(X.shape))
         layers = [LayerForward(r, source, forward.fused) for r in special]
+        by_block = {id(layer.block): layer for layer in layers}
+        for block, after in self._chained(self._layer_io):
+            by_block[block].successor = by_block[after]
         with ExitStack() as stack:
             for layer in layers:
                 stack.enter_context(_forward_of(layer.block, layer))
@@ -211,6 +214,14 @@ class _Graph:
                 stack.enter_context(_forward_of(r.block, recorder(r.block)))
             net(mx.sym.var(_X_NAME))
         return [(id(r.block), recorded[id(r.block)]) for r in special]
+
+    @staticmethod
+    def _chained(layer_io):
+        """``(block, next block)`` ids where a covered layer used once is the only input of
+        the next, used once, in the plain network's trace."""
+        once = [(block, uses[0]) for block, uses in layer_io if len(uses) == 1]
+        by_output = {id(out): block for block, (_, out) in once}
+        return [(by_output[id(x)], block) for block, (x, _) in once if id(x) in by_output]
 
     def _layer_shapes_of(self, x_shape):
         """``{id(block): (input shape, output shape)}`` for examples of ``x_shape``."""

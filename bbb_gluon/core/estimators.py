@@ -43,7 +43,7 @@ from mxnet.gluon import nn
 from .._kernels import private as _private
 
 __all__ = ["ESTIMATORS", "Estimator", "SharedSample", "LocalReparameterization", "Flipout",
-           "KeptSquares",
+           "KeptInputs",
            "get_estimator", "LayerRule", "plan", "check_estimator"]
 
 # Added to the local reparameterisation's variance: sqrt's gradient is infinite at 0.
@@ -113,19 +113,19 @@ class SharedSample(Estimator):
         return "reparam", ""
 
 
-class KeptSquares:
-    """Where a layer's estimator finds its input's square (:meth:`square_of`): a local
-    layer's output and its square, computed in the same pass, kept for the layer that
-    takes that output next. The sources of a layer's inputs (one call, one trace) are
-    these; each sets ``_squares = {}``."""
+class KeptInputs:
+    """What a layer computed for the next one in its own pass, kept by its output (that
+    object itself, on one call or one trace): a local layer's output's square
+    (``"square"``), a Flipout layer's output times the next layer's input signs
+    (``"flipped"``). The sources of a layer's inputs are these; each sets ``_kept = {}``."""
 
-    def keep_square(self, out, square):
-        self._squares[id(out)] = (out, square)
+    def keep(self, kind, out, value):
+        self._kept[(kind, id(out))] = (out, value)
 
-    def square_of(self, x):
-        """``x``'s square if a layer kept it (``x`` itself, not a copy), else None."""
-        kept = self._squares.get(id(x))
-        return kept[1] if kept is not None and kept[0] is x else None
+    def kept(self, kind, x):
+        """What a layer kept of ``kind`` for its output ``x``, else None."""
+        entry = self._kept.get((kind, id(x)))
+        return entry[1] if entry is not None and entry[0] is x else None
 
 
 class LocalReparameterization(Estimator):
@@ -158,7 +158,7 @@ class LocalReparameterization(Estimator):
             return (F.elemwise_add(mean, F.elemwise_mul(F.sqrt(var + VARIANCE_FLOOR), zeta)),
                     False)
         # x's square as the layer before computed it, where it was a local layer too
-        squared = layer.source.square_of(x)
+        squared = layer.source.kept("square", x)
         var = layer.linear(F, F.square(x) if squared is None else squared, inputs.aux_w,
                            inputs.aux_b)
         # One pass where MXNet runs five operators; after a relu, the output's square too
@@ -168,7 +168,7 @@ class LocalReparameterization(Estimator):
         if not layer.relu:
             return outs, False
         out = outs[0]  # once: each indexing of a Symbol makes a new object
-        layer.source.keep_square(out, outs[1])
+        layer.source.keep("square", out, outs[1])
         return out, True
 
 
@@ -187,15 +187,23 @@ class Flipout(Estimator):
         return {1: (s, True), 2: (r, True)}
 
     def output(self, F, layer, x, mean, inputs, fused):
-        if layer.flatten:
-            x = x.reshape((0, -1))
         s, r = inputs.noise[1], inputs.noise[2]
         shapes = inputs.x_shape, inputs.out_shape
+        flipped = layer.source.kept("flipped", x) if fused else None  # x * s, made before
+        if layer.flatten:
+            x = x.reshape((0, -1))
         if fused and layer.compact(*shapes):
             # The signs stay compact, and the output side (multiply, add, relu) is one
-            # operator.
-            z = layer.linear(F, F.bbb_flip(x, s), inputs.aux_w, inputs.aux_b)
-            return F.bbb_flipout_combine(mean, z, r, relu=int(layer.relu)), layer.relu
+            # operator, with the next layer's x * s where it is Flipout's too.
+            flipped = F.bbb_flip(x, s) if flipped is None else flipped
+            z = layer.linear(F, flipped, inputs.aux_w, inputs.aux_b)
+            nxt = self._next_signs(layer, layer.sign_shapes(*shapes)[1])
+            if nxt is None:
+                return F.bbb_flipout_combine(mean, z, r, relu=int(layer.relu)), layer.relu
+            outs = F.bbb_flipout_combine(mean, z, r, nxt, relu=1, flip=1)
+            out = outs[0]  # once: each indexing of a Symbol makes a new object
+            layer.source.keep("flipped", out, outs[1])
+            return out, True
         # The bias perturbation goes in as the operator's bias, and the signs as full
         # arrays into elementwise operators: NDArray's * and + are MXNet's broadcast ones,
         # whose backward reduces, single-threaded (it took longer than the convolutions'
@@ -203,6 +211,20 @@ class Flipout(Estimator):
         z = layer.linear(F, F.elemwise_mul(x, layer.spread(F, s, "s", *shapes)),
                          inputs.aux_w, inputs.aux_b)
         return F.elemwise_add(mean, F.elemwise_mul(z, layer.spread(F, r, "r", *shapes))), False
+
+    @staticmethod
+    def _next_signs(layer, r_shape):
+        """The next layer's input signs where this layer's relu'd output goes straight into
+        a layer under Flipout whose signs have this layer's output signs' shape (so that
+        ``bbb_flipout_combine(flip=1)`` can flip it here), else None."""
+        nxt = layer.successor
+        if not layer.relu or nxt is None or nxt.estimator.mode != Flipout.mode:
+            return None
+        shapes = layer.source.shapes(nxt, None, None)
+        s_shape = nxt.sign_shapes(*shapes)[0]
+        if not nxt.fused or not nxt.compact(*shapes) or tuple(s_shape) != tuple(r_shape):
+            return None
+        return layer.source.noise(nxt, 1, s_shape, True)
 
 
 ESTIMATORS = tuple(_KINDS)

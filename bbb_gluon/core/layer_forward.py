@@ -67,6 +67,9 @@ class LayerForward:
         self.rule, self.estimator, self.block, self.source = rule, rule.estimator, block, source
         self.tag = 4 * rule.weight
         self.fused = fused
+        # The covered layer that takes this one's output as its input, where a traced
+        # graph found one (estimator_forward._Graph): an estimator may make its input here.
+        self.successor = None
         self.act = block.act
         # On the fused engine the last step is one of its operators, relu included.
         self.relu = fused and self.act is not None and _private.act_type(self.act) == "relu"

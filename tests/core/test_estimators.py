@@ -699,6 +699,33 @@ def test_after_a_local_layer_with_relu_the_next_takes_its_inputs_square_from_it(
     assert len(squares) == 2  # the two hidden layers'; the last has no relu
 
 
+@pytest.mark.parametrize("between, estimator, flips, combined", [
+    (None, "flipout", 1, 2),  # the examples' only: the hidden layers' come from the combine
+    (nn.Dropout(0.5), "flipout", 2, 1),  # the dropout's output goes into the next layer
+    (None, {"0": "flipout", "1": "local", "2": "flipout"}, 2, 0)])  # by position
+def test_after_a_flipout_layer_with_relu_the_next_takes_its_flipped_input_from_it(
+        between, estimator, flips, combined):
+    """Under Flipout a layer's perturbation takes its input times its signs. Where a
+    Flipout layer's relu'd output goes straight into another Flipout layer, the fused
+    step's bbb_flipout_combine makes that product in its own pass (flip=1): the graph
+    flips the examples only. Anything between, or another estimator next, keeps bbb_flip."""
+    layers = [nn.Dense(6, in_units=4, activation="relu"),
+              nn.Dense(5, in_units=6, activation="relu"), nn.Dense(3, in_units=5)]
+    net, _ = build(*layers[:1], *([between] if between is not None else []), *layers[1:])
+    X = mx.nd.array(np.random.default_rng(0).normal(size=(7, 4)), ctx=CTX)
+    y = mx.nd.array([0, 1, 2, 0, 1, 2, 0], ctx=CTX)
+    post = posterior_of(net, X)
+    loss = BBBLoss(MIXTURE, num_batches=1)
+    trainer = gluon.Trainer(trainable_params(net, post, loss), "sgd", {"learning_rate": 0.1})
+    step = BBBStep(net, post, loss, trainer, estimator=estimator)
+    step(X, y)
+    nodes = json.loads(step.forward.symbol_for((4,)).tojson())["nodes"]
+    assert [n["op"] for n in nodes].count("bbb_flip") == flips
+    fused = [n for n in nodes if n["op"] == "bbb_flipout_combine"
+             and n.get("attrs", {}).get("flip") == "1"]
+    assert len(fused) == combined
+
+
 class Branching(nn.Block):
     """A network whose forward reads its input's shape: it cannot be traced."""
 
