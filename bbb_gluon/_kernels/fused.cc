@@ -922,11 +922,12 @@ MXReturnValue parse_update(const Attrs& a, int* i, int* o) {
 
 // ---- `args`: many attributes in one ------------------------------------------------
 // MXNet's extension interface hands an operator's attributes one by one to each callback of
-// every call (its parse, types, shapes, mutated inputs, forward): about 3 µs per attribute
-// and call on a Xeon, where bbb_finite of 8 arrays took 53 µs with 1 attribute and 100 µs
-// with 16 more; the *_layers operators take some twenty, more than their arithmetic costs on
-// a small network. So they also take them packed into one, `args` = "key=value;key=value"
-// (values without ';'), which the callbacks below unpack over the attributes given apart.
+// every call (its parse, types, shapes, mutated inputs, forward). The *_layers operators
+// take some twenty, which cost more than their arithmetic on a small network: a call of
+// bbb_update_layers on a 13-50-1 network's arrays took 151 µs with them apart and 115 µs
+// packed (benchmarks/bench_launch.py, Intel Xeon). So they also take them packed into one,
+// `args` = "key=value;key=value" (values without ';'), which the callbacks below unpack over
+// the attributes given apart.
 bool unpack(const Attrs& raw, Attrs* out) {
   *out = raw;
   const auto it = raw.find("args");

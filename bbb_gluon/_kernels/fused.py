@@ -114,8 +114,7 @@ def library_path():
 def packed(**attrs):
     """``attrs`` as the one attribute ``args`` of ``bbb_draw_layers`` and
     ``bbb_update_layers``: ``"key=value;key=value"``. MXNet's extension interface copies
-    each attribute into every callback of every call (about 3 µs each on a small network's
-    step, which passes some twenty); one attribute costs about as much as one.
-    Values are written with ``str`` (give floats as ``repr`` strings), and may not hold
-    ``;`` or ``=``."""
+    each attribute into every callback of every call: the update's twenty cost a quarter
+    of its call on a small network (``benchmarks/bench_launch.py``). Values are written
+    with ``str`` (give floats as ``repr`` strings), and may not hold ``;`` or ``=``."""
     return ";".join(f"{k}={v}" for k, v in attrs.items())

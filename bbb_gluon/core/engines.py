@@ -191,8 +191,8 @@ class FusedBBBStep:
         # operators, and a busy machine makes each launch longer.
         num = len(mus)
         # Into the same arrays at every step: MXNet's allocation of eight or more outputs
-        # cost about a third of the call on a small network. The engine orders this write
-        # after the last step's reads of them.
+        # cost about a third of the call on a small network (benchmarks/bench_launch.py).
+        # The engine orders this write after the last step's reads of them.
         if ctx not in self._drawn:
             shapes = self.posterior.shapes
             self._drawn[ctx] = [mx.nd.empty(s, ctx=ctx) for s in shapes + shapes] + [
