@@ -216,7 +216,8 @@ class Flipout(Estimator):
     def _next_signs(layer, r_shape):
         """The next layer's input signs where this layer's relu'd output goes straight into
         a layer under Flipout whose signs have this layer's output signs' shape (so that
-        ``bbb_flipout_combine(flip=1)`` can flip it here), else None."""
+        ``bbb_flipout_combine(flip=1)`` can flip it here), else None. Only a traced graph
+        links a layer to its successor: its source knows every layer's shapes up front."""
         nxt = layer.successor
         if not layer.relu or nxt is None or nxt.estimator.mode != Flipout.mode:
             return None
