@@ -116,5 +116,11 @@ def packed(**attrs):
     ``bbb_update_layers``: ``"key=value;key=value"``. MXNet's extension interface copies
     each attribute into every callback of every call: the update's twenty cost a quarter
     of its call on a small network (``benchmarks/bench_launch.py``). Values are written
-    with ``str`` (give floats as ``repr`` strings), and may not hold ``;`` or ``=``."""
-    return ";".join(f"{k}={v}" for k, v in attrs.items())
+    with ``str`` (give floats as ``repr`` strings); one holding ``;`` is refused, as it
+    would end its entry early."""
+    pairs = [(k, str(v)) for k, v in attrs.items()]
+    bad = [k for k, v in pairs if ";" in v or ";" in k or "=" in k]
+    if bad:
+        raise ValueError(f"packed: attribute {bad[0]!r} holds ';' (or its name '='): "
+                         "it cannot be packed into args")
+    return ";".join(f"{k}={v}" for k, v in pairs)

@@ -113,6 +113,9 @@ class FusedBBBStep:
     loss : BBBLoss
         Its prior, complexity kind and weighting, and its ``nll`` (the likelihood, one
         negative log-likelihood per example).
+
+    One thread at a time: a step draws into arrays it keeps and marks the posterior's
+    means as its leaves for the call.
     """
 
     def __init__(self, forward, posterior, trainer, loss, rules=()):
@@ -136,12 +139,17 @@ class FusedBBBStep:
         self._aux_list = ",".join(map(str, self.modes))  # the *_layers kernels' aux
         self._means_marked = [k for k, mode in enumerate(self.modes) if mode]
 
-    def _mark_means(self, ctx, mus):
-        """The means of the layers under an estimator marked again with their parameters'
-        own gradients (a step marks them as its leaves, with its own buffers), so that a
-        user's autograd on the posterior finds them as Gluon left them."""
+    def _direct_means(self):
+        """The keys under an estimator whose means are the step's leaves themselves: those
+        whose Parameter has a gradient to give back to them after the step."""
         params = self.posterior.mu_parameters
-        keys = self._means_marked
+        return [k for k in self._means_marked if params[k].grad_req != "null"]
+
+    def _mark_means(self, ctx, mus, keys):
+        """The means of ``keys`` marked again with their parameters' own gradients (a
+        step marks them as its leaves, with its own buffers), so that a user's autograd
+        on the posterior finds them as Gluon left them."""
+        params = self.posterior.mu_parameters
         mx.autograd.mark_variables([mus[k] for k in keys], [params[k].grad(ctx) for k in keys],
                                    [params[k].grad_req for k in keys])
 
@@ -371,19 +379,24 @@ class FusedBBBStep:
                 noise, ws, aux, extra = self.draw(ctx, k, mus, rhos) if eps is None \
                     else self._given(ctx, eps[k][s], mus, rhos)
                 # Leaves: the weights, or for layers under an estimator the means (given
-                # their own gradients back after the backward: no copy of them per step)
-                # and the perturbations (or variances), whose gradients fill g2s.
-                leaves = [w if mode == 0 else m
-                          for w, m, mode in zip(ws, mus, self.modes, strict=True)]
+                # their own gradients back after the backward, even one that failed: no
+                # copy of them per step; a copy where a mean's grad_req is 'null') and the
+                # perturbations (or variances), whose gradients fill g2s.
+                direct = self._direct_means()
+                leaves = [w if mode == 0 else (m if k in direct else m.copy())
+                          for k, (w, m, mode) in enumerate(zip(ws, mus, self.modes,
+                                                               strict=True))]
                 marked = [(a, g) for a, g in zip(aux, g2s, strict=True) if a is not None]
                 mx.autograd.mark_variables(leaves + [a for a, _ in marked],
                                            gws + [g for _, g in marked])
-                with mx.autograd.record():
-                    out = self.forward(leaves, ctx, xb, dict(enumerate(aux)), extra)
-                    nll = self.nll(out, yb)
-                nll.backward()
-                if self._means_marked:
-                    self._mark_means(ctx, mus)
+                try:
+                    with mx.autograd.record():
+                        out = self.forward(leaves, ctx, xb, dict(enumerate(aux)), extra)
+                        nll = self.nll(out, yb)
+                    nll.backward()
+                finally:
+                    if direct:
+                        self._mark_means(ctx, mus, direct)
                 # the watch lives on the first context, which is the first shard's
                 here = watch if k == 0 else None
                 keep = [p.grad(ctx) for p in self.others]

@@ -13,6 +13,7 @@ be traced (a plain ``Block`` with Python control flow, several outputs) runs as
 the block a plain ``net(X)`` runs the layers under their rules.
 """
 
+from collections import Counter
 from contextlib import ExitStack, contextmanager
 
 import mxnet as mx
@@ -113,8 +114,9 @@ def swapped(net, posterior, rules, weights, ctx, aux, noise, fused=False):
         stack.enter_context(use_weights(net, posterior, weights, ctx))
         if special:
             stack.enter_context(_imperative(net))
+        source = _Arrays(aux, noise)  # one for every layer: what one keeps, the next finds
         for r in special:
-            stack.enter_context(_forward_of(r.block, LayerForward(r, _Arrays(aux, noise), fused)))
+            stack.enter_context(_forward_of(r.block, LayerForward(r, source, fused)))
         yield net
 
 
@@ -217,11 +219,14 @@ class _Graph:
 
     @staticmethod
     def _chained(layer_io):
-        """``(block, next block)`` ids where a covered layer used once is the only input of
-        the next, used once, in the plain network's trace."""
+        """``(block, next block)`` ids where a covered layer used once has its output go
+        into one covered use only, that of a layer used once, in the plain network's
+        trace (other consumers of the output may exist; they take it as it is)."""
         once = [(block, uses[0]) for block, uses in layer_io if len(uses) == 1]
         by_output = {id(out): block for block, (_, out) in once}
-        return [(by_output[id(x)], block) for block, (x, _) in once if id(x) in by_output]
+        takers = Counter(id(x) for _, uses in layer_io for x, _ in uses)
+        return [(by_output[id(x)], block) for block, (x, _) in once
+                if id(x) in by_output and takers[id(x)] == 1]
 
     def _layer_shapes_of(self, x_shape):
         """``{id(block): (input shape, output shape)}`` for examples of ``x_shape``."""

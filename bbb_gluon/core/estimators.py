@@ -116,16 +116,20 @@ class SharedSample(Estimator):
 class KeptInputs:
     """What a layer computed for the next one in its own pass, kept by its output (that
     object itself, on one call or one trace): a local layer's output's square
-    (``"square"``), a Flipout layer's output times the next layer's input signs
-    (``"flipped"``). The sources of a layer's inputs are these; each sets ``_kept = {}``."""
+    (``"square"``, for any layer that takes that output), a Flipout layer's output times
+    the next layer's input signs (``"flipped"``, for that layer only). The sources of a
+    layer's inputs are these; each sets ``_kept = {}``."""
 
-    def keep(self, kind, out, value):
-        self._kept[(kind, id(out))] = (out, value)
+    def keep(self, kind, out, value, for_layer=None):
+        self._kept[(kind, id(out))] = (out, value, for_layer)
 
-    def kept(self, kind, x):
-        """What a layer kept of ``kind`` for its output ``x``, else None."""
+    def kept(self, kind, x, layer=None):
+        """What a layer kept of ``kind`` for its output ``x`` (and for ``layer``, where
+        it was kept for one layer), else None."""
         entry = self._kept.get((kind, id(x)))
-        return entry[1] if entry is not None and entry[0] is x else None
+        if entry is None or entry[0] is not x or entry[2] not in (None, layer):
+            return None
+        return entry[1]
 
 
 class LocalReparameterization(Estimator):
@@ -189,7 +193,8 @@ class Flipout(Estimator):
     def output(self, F, layer, x, mean, inputs, fused):
         s, r = inputs.noise[1], inputs.noise[2]
         shapes = inputs.x_shape, inputs.out_shape
-        flipped = layer.source.kept("flipped", x) if fused else None  # x * s, made before
+        # x * s, made by the layer before for this one
+        flipped = layer.source.kept("flipped", x, layer) if fused else None
         if layer.flatten:
             x = x.reshape((0, -1))
         if fused and layer.compact(*shapes):
@@ -202,7 +207,7 @@ class Flipout(Estimator):
                 return F.bbb_flipout_combine(mean, z, r, relu=int(layer.relu)), layer.relu
             outs = F.bbb_flipout_combine(mean, z, r, nxt, relu=1, flip=1)
             out = outs[0]  # once: each indexing of a Symbol makes a new object
-            layer.source.keep("flipped", out, outs[1])
+            layer.source.keep("flipped", out, outs[1], for_layer=layer.successor)
             return out, True
         # The bias perturbation goes in as the operator's bias, and the signs as full
         # arrays into elementwise operators: NDArray's * and + are MXNet's broadcast ones,

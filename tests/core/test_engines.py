@@ -11,7 +11,14 @@ import numpy as np
 import pytest
 from mxnet import gluon
 
-from bbb_gluon import BBBLoss, GaussianPrior, LaplacePrior, Posterior, ScaleMixturePrior
+from bbb_gluon import (
+    BBBLoss,
+    BBBStep,
+    GaussianPrior,
+    LaplacePrior,
+    Posterior,
+    ScaleMixturePrior,
+)
 from bbb_gluon._kernels.fused import packed
 from bbb_gluon.core.engines import FusedBBBStep, forward_with, prior_attrs, reference_step
 from bbb_gluon.core.likelihood import GaussianNLLLoss, likelihood_loss
@@ -165,27 +172,32 @@ def test_fused_two_devices_equal_one_device_given_the_same_noise():
     _close_updates(before, results[0], results[1], rtol=5e-4)
 
 
-@pytest.mark.parametrize("samples, ctxs", [(1, [mx.cpu()]), (2, [mx.cpu()]),
-                                           (1, [mx.cpu(0), mx.cpu(1)])],
-                         ids=["one-sample", "two-samples", "two-devices"])
-def test_the_steps_draws_into_the_same_arrays_change_no_step(samples, ctxs):
-    """The step draws each sample's noise and weights into arrays it keeps (allocating
-    them was a third of the draw's call on a small network): three steps give the
-    parameters, costs and complexity to the bit that they give with fresh arrays at every
-    draw, also where a second sample's draw overwrites the first's within one step."""
+@pytest.mark.parametrize("samples, ctxs, estimator", [
+    (1, [mx.cpu()], "reparam"), (2, [mx.cpu()], "reparam"),
+    (1, [mx.cpu(0), mx.cpu(1)], "reparam"), (1, [mx.cpu()], "local"),
+    (2, [mx.cpu()], "flipout"), (1, [mx.cpu(0), mx.cpu(1)], "flipout")],
+    ids=["one-sample", "two-samples", "two-devices", "local", "flipout-two-samples",
+         "flipout-two-devices"])
+def test_the_steps_draws_into_the_same_arrays_change_no_step(samples, ctxs, estimator):
+    """The step draws each sample's noise and weights (and an estimator's perturbations or
+    variances) into arrays it keeps (allocating them was a third of the draw's call on a
+    small network): three steps, the last on a smaller batch, give the parameters, costs
+    and complexity to the bit that they give with fresh arrays at every draw, also where a
+    second sample's draw overwrites the first's within one step."""
     X, y = _batch()
     runs = []
     for fresh in (False, True):
         net, posterior, trainer = _setup(ctxs)
         loss_fn = BBBLoss(ScaleMixturePrior(0.5, 1.0, math.exp(-6)), weighting=0.1)
-        step = _fused_step(net, posterior, trainer, loss_fn)
+        step = BBBStep(net, posterior, loss_fn, trainer, samples=samples,
+                       estimator=estimator)._fused
         if fresh:
             def fresh_draw(*args, _step=step, _draw=step.draw):
                 _step._drawn.clear()
                 return _draw(*args)
             step.draw = fresh_draw
-        costs = [c.asnumpy() for i in range(3)
-                 for c in step(X, y, i, samples=samples, want_complexity=True)]
+        costs = [c.asnumpy() for i, n in enumerate((16, 16, 10))
+                 for c in step(X[:n], y[:n], i, samples=samples, want_complexity=True)]
         runs.append((_params(posterior), costs, len(step._drawn)))
     (kept, kept_costs, arrays), (new, new_costs, _) = runs
     assert arrays == len(ctxs)  # one set of arrays per device, kept
@@ -987,3 +999,5 @@ def test_the_layers_kernels_take_their_attributes_packed_in_args():
     for bad in ("layers", "=3", "seed=3;layers"):
         with pytest.raises(mx.base.MXNetError):
             mx.nd.bbb_draw_layers(*mus, *rhos, args=bad).wait_to_read()
+    with pytest.raises(ValueError, match="'aux' holds ';'"):
+        packed(layers=3, aux="0;1")

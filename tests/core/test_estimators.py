@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 from mxnet import autograd, gluon
 from mxnet.gluon import nn
+from mxnet.gluon.contrib.nn import HybridConcurrent
 
 from bbb_gluon import (
     BBBLoss,
@@ -263,24 +264,39 @@ def test_the_network_is_as_it_was_after_a_step_and_after_an_exception(estimator,
 
 
 @pytest.mark.parametrize("estimator", ["local", "flipout"])
-def test_after_a_step_autograd_on_the_means_fills_their_own_gradients(estimator):
+@pytest.mark.parametrize("grad_req, fail", [("write", False), ("add", False),
+                                            ("write", True)])
+def test_after_a_step_autograd_on_the_means_fills_their_own_gradients(estimator, grad_req,
+                                                                      fail):
     """The step runs the means of the layers under an estimator as its autograd leaves
-    (with its own gradient buffers, not a copy per step); afterwards a user's backward
-    through the posterior's means writes their Parameters' gradients, as before a step."""
+    (with its own gradient buffers, not a copy per step); afterwards, also after a step
+    that failed inside, a user's backward through the posterior's means writes (or adds
+    to) their Parameters' gradients, as before a step."""
     net, _ = build(nn.Dense(6, in_units=4, activation="relu"), nn.Dense(3, in_units=6))
     X = mx.nd.array(np.random.default_rng(0).normal(size=(5, 4)), ctx=CTX)
     y = mx.nd.array([0, 1, 2, 0, 1], ctx=CTX)
     post = posterior_of(net, X)
+    for p in post.mu_parameters:
+        p.grad_req = grad_req
     loss = BBBLoss(MIXTURE, num_batches=1)
     trainer = gluon.Trainer(trainable_params(net, post, loss), "adam", {"learning_rate": 0.1})
     step = BBBStep(net, post, loss, trainer, estimator=estimator)
-    for _ in range(2):
+    step(X, y)
+    if fail:
+        def broken(*args):
+            raise RuntimeError("inside the step")
+        step._fused.nll = broken
+        with pytest.raises(RuntimeError, match="inside the step"):
+            step(X, y)
+    else:
         step(X, y)
     for p, m in zip(post.mu_parameters, post.mu(CTX), strict=True):
-        with autograd.record():
-            cost = (m * 3.0).sum()
-        cost.backward()
-        np.testing.assert_array_equal(p.grad(CTX).asnumpy(), np.full(m.shape, 3.0, np.float32))
+        for _ in range(2):
+            with autograd.record():
+                cost = (m * 3.0).sum()
+            cost.backward()
+        want = 6.0 if grad_req == "add" else 3.0
+        np.testing.assert_array_equal(p.grad(CTX).asnumpy(), np.full(m.shape, want, np.float32))
 
 
 def test_hybridized_and_imperative_networks_agree():
@@ -724,6 +740,23 @@ def test_after_a_flipout_layer_with_relu_the_next_takes_its_flipped_input_from_i
     fused = [n for n in nodes if n["op"] == "bbb_flipout_combine"
              and n.get("attrs", {}).get("flip") == "1"]
     assert len(fused) == combined
+
+
+@pytest.mark.parametrize("estimator", ["local", "flipout"])
+def test_an_output_taken_by_two_layers_under_the_estimator_trains_as_the_reference(estimator):
+    """A layer's relu'd output goes into two layers (HybridConcurrent): each takes its own
+    signs (Flipout: neither gets the other's x * s) or the same square (local), and the
+    fused engine's updates are the reference engine's."""
+    def make_net():
+        both = HybridConcurrent(axis=1)
+        both.add(nn.Dense(3, in_units=6), nn.Dense(3, in_units=6))
+        return build(nn.Dense(6, in_units=4, activation="relu"), both)[0]
+    rng = np.random.default_rng(1)
+    X = mx.nd.array(rng.normal(size=(8, 4)), ctx=CTX)
+    y = mx.nd.array(rng.integers(0, 6, size=8), ctx=CTX)
+    reference, fused = two_steps_on_each_engine(make_net, X, y, estimator)
+    for a, b in zip(reference, fused, strict=True):
+        np.testing.assert_allclose(b, a, rtol=2e-4, atol=2e-5)
 
 
 class Branching(nn.Block):
