@@ -544,6 +544,17 @@ def test_a_shared_weight_is_one_key_and_each_example_sees_one_weight_in_every_us
                                    rtol=1e-5, atol=1e-5)
 
 
+def assert_engines_agree(make_net, inputs, classes, estimator, seed):
+    """Two steps of ``make_net()`` on 8 random examples move mu and rho on the fused engine
+    as on the reference one."""
+    rng = np.random.default_rng(seed)
+    X = mx.nd.array(rng.normal(size=(8, inputs)), ctx=CTX)
+    y = mx.nd.array(rng.integers(0, classes, size=8), ctx=CTX)
+    reference, fused = two_steps_on_each_engine(make_net, X, y, estimator)
+    for a, b in zip(reference, fused, strict=True):
+        np.testing.assert_allclose(b, a, rtol=2e-4, atol=2e-5)
+
+
 def two_steps_on_each_engine(make_net, X, y, estimator, steps=None):
     """mu and rho after two Adam steps on the same noise, on the reference engine and on
     the fused one (the step objects appended to ``steps``)."""
@@ -576,12 +587,7 @@ def two_steps_on_each_engine(make_net, X, y, estimator, steps=None):
 def test_a_tied_network_trains_on_both_engines_alike(estimator):
     """The gradient of a shared weight gathers both uses on the fused engine as under
     autograd: two steps on the same noise move mu and rho alike."""
-    rng = np.random.default_rng(0)
-    X = mx.nd.array(rng.normal(size=(8, 5)), ctx=CTX)
-    y = mx.nd.array(rng.integers(0, 3, size=8), ctx=CTX)
-    reference, fused = two_steps_on_each_engine(tied, X, y, estimator)
-    for a, b in zip(reference, fused, strict=True):
-        np.testing.assert_allclose(b, a, rtol=2e-4, atol=2e-5)
+    assert_engines_agree(tied, 5, 3, estimator, seed=0)
 
 
 def test_flipouts_compact_signs_cover_leading_axes_only():
@@ -751,12 +757,7 @@ def test_an_output_taken_by_two_layers_under_the_estimator_trains_as_the_referen
         both = HybridConcurrent(axis=1)
         both.add(nn.Dense(3, in_units=6), nn.Dense(3, in_units=6))
         return build(nn.Dense(6, in_units=4, activation="relu"), both)[0]
-    rng = np.random.default_rng(1)
-    X = mx.nd.array(rng.normal(size=(8, 4)), ctx=CTX)
-    y = mx.nd.array(rng.integers(0, 6, size=8), ctx=CTX)
-    reference, fused = two_steps_on_each_engine(make_net, X, y, estimator)
-    for a, b in zip(reference, fused, strict=True):
-        np.testing.assert_allclose(b, a, rtol=2e-4, atol=2e-5)
+    assert_engines_agree(make_net, 4, 6, estimator, seed=1)
 
 
 class Branching(nn.Block):
