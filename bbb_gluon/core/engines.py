@@ -139,16 +139,35 @@ class FusedBBBStep:
         self._aux_list = ",".join(map(str, self.modes))  # the *_layers kernels' aux
         self._means_marked = [k for k, mode in enumerate(self.modes) if mode]
 
+    def _likelihood_backward(self, ctx, xb, yb, drawn, grads):
+        """The likelihood's costs on ``(xb, yb)``, and their backward into ``grads``
+        (``gws, g2s``) w.r.t. the weights in ``drawn``, or for layers under an estimator the
+        means (marked back afterwards, even after a failure; copied where grad_req is
+        'null') and the perturbations or variances."""
+        (ws, mus, aux, extra), (gws, g2s) = drawn, grads
+        direct = self._direct_means()
+        leaves = [w if mode == 0 else (m if j in direct else m.copy())
+                  for j, (w, m, mode) in enumerate(zip(ws, mus, self.modes, strict=True))]
+        marked = [(a, g) for a, g in zip(aux, g2s, strict=True) if a is not None]
+        mx.autograd.mark_variables(leaves + [a for a, _ in marked], gws + [g for _, g in marked])
+        try:
+            with mx.autograd.record():
+                out = self.forward(leaves, ctx, xb, dict(enumerate(aux)), extra)
+                nll = self.nll(out, yb)
+            nll.backward()
+        finally:
+            if direct:
+                self._mark_means(ctx, mus, direct)
+        return nll
+
     def _direct_means(self):
-        """The keys under an estimator whose means are the step's leaves themselves: those
-        whose Parameter has a gradient to give back to them after the step."""
+        """Keys under an estimator whose means are the leaves (with a gradient to restore)."""
         params = self.posterior.mu_parameters
         return [k for k in self._means_marked if params[k].grad_req != "null"]
 
     def _mark_means(self, ctx, mus, keys):
-        """The means of ``keys`` marked again with their parameters' own gradients (a
-        step marks them as its leaves, with its own buffers), so that a user's autograd
-        on the posterior finds them as Gluon left them."""
+        """The means of ``keys`` marked again with their Parameters' own gradients (the step
+        marked them with its buffers), as Gluon left them for a user's autograd."""
         params = self.posterior.mu_parameters
         mx.autograd.mark_variables([mus[k] for k in keys], [params[k].grad(ctx) for k in keys],
                                    [params[k].grad_req for k in keys])
@@ -378,25 +397,7 @@ class FusedBBBStep:
             for s in range(samples):
                 noise, ws, aux, extra = self.draw(ctx, k, mus, rhos) if eps is None \
                     else self._given(ctx, eps[k][s], mus, rhos)
-                # Leaves: the weights, or for layers under an estimator the means (given
-                # their own gradients back after the backward, even one that failed: no
-                # copy of them per step; a copy where a mean's grad_req is 'null') and the
-                # perturbations (or variances), whose gradients fill g2s.
-                direct = self._direct_means()
-                leaves = [w if mode == 0 else (m if k in direct else m.copy())
-                          for k, (w, m, mode) in enumerate(zip(ws, mus, self.modes,
-                                                               strict=True))]
-                marked = [(a, g) for a, g in zip(aux, g2s, strict=True) if a is not None]
-                mx.autograd.mark_variables(leaves + [a for a, _ in marked],
-                                           gws + [g for _, g in marked])
-                try:
-                    with mx.autograd.record():
-                        out = self.forward(leaves, ctx, xb, dict(enumerate(aux)), extra)
-                        nll = self.nll(out, yb)
-                    nll.backward()
-                finally:
-                    if direct:
-                        self._mark_means(ctx, mus, direct)
+                nll = self._likelihood_backward(ctx, xb, yb, (ws, mus, aux, extra), (gws, g2s))
                 # the watch lives on the first context, which is the first shard's
                 here = watch if k == 0 else None
                 keep = [p.grad(ctx) for p in self.others]
@@ -410,7 +411,8 @@ class FusedBBBStep:
                     if wanted:
                         complexities.append(cost)
                     continue
-                guard = fused_guard(nll, xb, yb, gws + [g for _, g in marked], here, keep)
+                g2 = [g for a, g in zip(aux, g2s, strict=True) if a is not None]
+                guard = fused_guard(nll, xb, yb, gws + g2, here, keep)
                 if watch is not None and here is None:
                     watch += guard.as_in_context(watch.context).reshape((1,))
                 if samples > 1:
