@@ -10,8 +10,9 @@ changes, each timed here against the way before it, in the same process:
 - ``bbb_draw_layers`` into new arrays at every call, against into arrays kept (``out=``).
 
 The arrays are those of a 13-50-1 network (four posterior keys) under Adam; one thread;
-each figure the median over rounds of the mean of ``--calls`` calls, the contenders in turn,
-with ``adam_update`` on one 50x13 array as the baseline (one built-in operator's launch).
+each figure the median over rounds of the mean of ``--calls`` calls, the contenders in turn
+(``timing.alternate``), and its ratio to ``adam_update`` on one 50x13 array (one built-in
+operator's launch) the median of the rounds' own ratios.
 
     python benchmarks/bench_launch.py            # about ten seconds
     python benchmarks/bench_launch.py --tiny     # a few calls: proves it still runs
@@ -24,7 +25,6 @@ os.environ.setdefault("OMP_NUM_THREADS", "1")  # one thread, before MXNet starts
 import argparse  # noqa: E402
 import statistics  # noqa: E402
 import sys  # noqa: E402
-import time  # noqa: E402
 
 import mxnet as mx  # noqa: E402
 
@@ -32,8 +32,10 @@ from bbb_gluon._kernels import fused  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from cpu import describe  # noqa: E402
+from timing import alternate, median_ratio  # noqa: E402
 
 SHAPES = [(50, 13), (50,), (1, 50), (1,)]  # 13-50-1: weight and bias of each layer
+BASELINE = "adam_update (baseline)"
 
 
 def contenders():
@@ -55,7 +57,7 @@ def contenders():
     guard = mx.nd.zeros((1,))
     w, g, m, v = (mx.nd.zeros(SHAPES[0]) for _ in range(4))
     return {
-        "adam_update (baseline)": lambda: mx.nd.adam_update(w, g, m, v, lr=0.001, out=w),
+        BASELINE: lambda: mx.nd.adam_update(w, g, m, v, lr=0.001, out=w),
         "update, attributes apart": lambda: mx.nd.bbb_update_layers(*flat, guard, **update),
         "update, packed in args": lambda: mx.nd.bbb_update_layers(
             *flat, guard, args=fused.packed(**update)),
@@ -72,26 +74,19 @@ def main(argv=None):
     parser.add_argument("--rounds", type=int, default=9)
     parser.add_argument("--tiny", action="store_true")
     args = parser.parse_args(argv)
+    if args.calls < 1 or args.rounds < 1:
+        parser.error("--calls and --rounds must be at least 1")
     calls, rounds = (3, 1) if args.tiny else (args.calls, args.rounds)
     if not fused.available():
         print(f"the fused kernels are unavailable: {fused.unavailable_reason()}")
         return 1
     print(f"cpu: {describe()}; one thread")
-    runs = contenders()
-    times = {name: [] for name in runs}
-    for _ in range(rounds):
-        for name, run in runs.items():
-            run()
-            mx.nd.waitall()
-            start = time.perf_counter()
-            for _ in range(calls):
-                run()
-            mx.nd.waitall()
-            times[name].append((time.perf_counter() - start) / calls * 1e6)
-    us = {name: statistics.median(t) for name, t in times.items()}
-    base = us["adam_update (baseline)"]
-    for name, v in us.items():
-        print(f"{name:<28}{v:8.1f} us  {v / base:5.2f}x adam_update")
+    runs = {name: (lambda i, run=run: run()) for name, run in contenders().items()}
+    times = alternate(runs, calls, rounds, warmup=1 if args.tiny else 20)
+    base = times[BASELINE]
+    for name, t in times.items():
+        us = statistics.median(t) * 1e3
+        print(f"{name:<28}{us:8.1f} us  {median_ratio(t, base):5.2f}x adam_update")
     return 0
 
 
