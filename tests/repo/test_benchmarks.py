@@ -198,11 +198,16 @@ def test_step_benchmark_prints_its_milliseconds_per_step(estimator):
     assert float(words[3]) > 0 and words[4] == "ms/step"
 
 
-def test_floor_benchmark_runs_in_tiny_mode():
-    done = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "bench_floor.py"),
-                           "--tiny"], capture_output=True, text=True, timeout=600)
+def tiny_output(script):
+    """The lines ``benchmarks/<script> --tiny`` prints, after it exits with 0."""
+    done = subprocess.run([sys.executable, str(ROOT / "benchmarks" / script), "--tiny"],
+                          capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr[-2000:]
-    lines = done.stdout.splitlines()
+    return done.stdout.splitlines()
+
+
+def test_floor_benchmark_runs_in_tiny_mode():
+    lines = tiny_output("bench_floor.py")
     assert lines[0].startswith("cpu: ") and "GB/s" in lines[1]
     rows = [line for line in lines if "x the floor" in line]
     assert len(rows) == 2 and "README's call" in rows[0] and "want_complexity=False" in rows[1]
@@ -210,10 +215,7 @@ def test_floor_benchmark_runs_in_tiny_mode():
 
 
 def test_uci_step_benchmark_runs_in_tiny_mode():
-    done = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "bench_uci_step.py"),
-                           "--tiny"], capture_output=True, text=True, timeout=600)
-    assert done.returncode == 0, done.stderr[-2000:]
-    lines = done.stdout.splitlines()
+    lines = tiny_output("bench_uci_step.py")
     assert lines[0].startswith("cpu: ")
     rows = [line.rsplit(None, 2) for line in lines[3:]]
     assert [r[0] for r in rows] == ["plain", "bbb", "bbb, README's call",
@@ -222,10 +224,7 @@ def test_uci_step_benchmark_runs_in_tiny_mode():
 
 
 def test_small_step_benchmark_runs_in_tiny_mode():
-    done = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "bench_small_step.py"),
-                           "--tiny"], capture_output=True, text=True, timeout=600)
-    assert done.returncode == 0, done.stderr[-2000:]
-    lines = done.stdout.splitlines()
+    lines = tiny_output("bench_small_step.py")
     assert lines[0].startswith("cpu: ")
     rows = [line.split() for line in lines[2:]]
     assert [r[0] for r in rows] == ["13-50-1", "1-50-50-1", "13-50-1"]
@@ -233,10 +232,7 @@ def test_small_step_benchmark_runs_in_tiny_mode():
 
 
 def test_launch_benchmark_runs_in_tiny_mode():
-    done = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "bench_launch.py"),
-                           "--tiny"], capture_output=True, text=True, timeout=600)
-    assert done.returncode == 0, done.stderr[-2000:]
-    lines = done.stdout.splitlines()
+    lines = tiny_output("bench_launch.py")
     assert lines[0].startswith("cpu: ")
     names = [line.split("  ")[0].strip() for line in lines[1:]]
     assert names == ["adam_update (baseline)", "update, attributes apart",
