@@ -202,7 +202,7 @@ class Flipout(Estimator):
             # operator, with the next layer's x * s where it is Flipout's too.
             flipped = F.bbb_flip(x, s) if flipped is None else flipped
             z = layer.linear(F, flipped, inputs.aux_w, inputs.aux_b)
-            nxt = self._next_signs(layer, layer.sign_shapes(*shapes)[1])
+            nxt = self._next_signs(layer, shapes)
             if nxt is None:
                 return F.bbb_flipout_combine(mean, z, r, relu=int(layer.relu)), layer.relu
             outs = F.bbb_flipout_combine(mean, z, r, nxt, relu=1, flip=1)
@@ -218,17 +218,19 @@ class Flipout(Estimator):
         return F.elemwise_add(mean, F.elemwise_mul(z, layer.spread(F, r, "r", *shapes))), False
 
     @staticmethod
-    def _next_signs(layer, r_shape):
-        """The next layer's input signs where this layer's relu'd output goes straight into
-        a layer under Flipout whose signs have this layer's output signs' shape (so that
+    def _next_signs(layer, shapes):
+        """The next layer's input signs where this layer's relu'd output (its input and mean
+        output of ``shapes``) goes straight into a layer under Flipout whose signs have this
+        layer's output signs' shape (so that
         ``bbb_flipout_combine(flip=1)`` can flip it here), else None. Only a traced graph
         links a layer to its successor: its source knows every layer's shapes up front."""
         nxt = layer.successor
         if not layer.relu or nxt is None or nxt.estimator.mode != Flipout.mode:
             return None
-        shapes = layer.source.shapes(nxt, None, None)
-        s_shape = nxt.sign_shapes(*shapes)[0]
-        if not nxt.fused or not nxt.compact(*shapes) or tuple(s_shape) != tuple(r_shape):
+        r_shape = layer.sign_shapes(*shapes)[1]  # this layer's output signs
+        next_shapes = layer.source.shapes(nxt, None, None)
+        s_shape = nxt.sign_shapes(*next_shapes)[0]
+        if not nxt.fused or not nxt.compact(*next_shapes) or tuple(s_shape) != tuple(r_shape):
             return None
         return layer.source.noise(nxt, 1, s_shape, True)
 
