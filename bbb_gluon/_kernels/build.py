@@ -2,8 +2,9 @@
 
 A library is built with the machine's C++ compiler (``$CXX`` or ``g++``) against the
 headers that ship in the MXNet wheel, cached in ``$BBB_GLUON_CACHE`` (default
-``~/.cache/bbb_gluon``) under a hash of the sources, compiler, MXNet version and CPU
-flags, and rebuilt only when one of them changes.
+``~/.cache/bbb_gluon``) under a hash of the sources, compiler, its flags
+(:func:`~.machine.build_flags`: for this CPU, or portable), MXNet version and CPU flags,
+and rebuilt only when one of them changes.
 """
 
 import hashlib
@@ -15,6 +16,8 @@ import tempfile
 from pathlib import Path
 
 import mxnet as mx
+
+from .machine import build_flags
 
 __all__ = ["build", "compiler"]
 
@@ -57,7 +60,7 @@ def build(cxx, source, stem, mxnet_library=True, flags=()):
     for part in (Path(source).read_bytes(), *(h.read_bytes() for h in headers),
                  lib_api.read_bytes() if mxnet_library else b"",
                  mx.__version__.encode(), version.encode(), _cpu_flags().encode(), b"v1",
-                 " ".join(flags).encode()):
+                 " ".join(flags).encode(), " ".join(build_flags()).encode()):
         key.update(part)
     target = _cache_dir() / f"lib{stem}-{key.hexdigest()[:16]}.so"
     if target.is_file():
@@ -69,12 +72,12 @@ def build(cxx, source, stem, mxnet_library=True, flags=()):
           f"{target.parent})", file=sys.stderr, flush=True)
     with tempfile.TemporaryDirectory(dir=target.parent) as tmp:
         tmp = Path(tmp)
-        # -ffast-math lets GCC call glibc's vectorised expf/logf/cosf; it is given to the
-        # compile of our kernels only, never to the link, so crtfastmath.o (which would
-        # switch the whole process to flush-to-zero) is not linked in.
+        # build_flags(): -ffast-math lets GCC call glibc's vectorised expf/logf/cosf; it is
+        # given to the compile of our kernels only, never to the link, so crtfastmath.o
+        # (which would switch the whole process to flush-to-zero) is not linked in.
         common = ["-std=c++17", "-fPIC", f"-I{include}"]
         objects = [str(tmp / "kernels.o")]
-        steps = [[cxx, *common, "-O3", "-march=native", "-ffast-math", *flags, "-fopenmp",
+        steps = [[cxx, *common, *build_flags(), *flags, "-fopenmp",
                   "-c", str(source), "-o", objects[0]]]
         if mxnet_library:
             objects.append(str(tmp / "lib_api.o"))

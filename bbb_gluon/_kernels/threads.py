@@ -55,7 +55,7 @@ import mxnet as mx
 from . import cores, fused
 
 __all__ = ["claim", "cores", "train_threads", "predict_threads", "configure", "per_context",
-           "current", "set_threads", "using_threads"]
+           "current", "set_threads", "using_threads", "run_counts"]
 
 _settings = {"train": None, "predict": None, "claim": None}
 
@@ -170,18 +170,23 @@ def _call(ctx, threads=0):
     return int(out[0]), int(out[2])
 
 
-def claim(warn=True):
+def claim(warn=True, threads=None):
     """Let ``mx.cpu()``'s engine thread take the larger phase count before anything runs on
     it (see the module's notes), and say once if it could not (unless ``warn`` is False):
     call it before the process's first MXNet operator. Builds the kernels if needed;
     without them it does nothing.
 
     With no count asked for (:func:`configure`, ``BBB_GLUON_TRAIN_THREADS`` /
-    ``_PREDICT_THREADS``, ``OMP_NUM_THREADS``), it takes the cores other programs leave
-    idle (:func:`idle_cores`) rather than every core: OpenMP threads that wait for a core
-    another program holds make each parallel region many times slower, and the count
-    cannot go back up later, so a busy machine gets what it has free now.
+    ``_PREDICT_THREADS``, ``OMP_NUM_THREADS``), it takes ``threads`` where given (a
+    resumed run's recorded count: the same count gives the same numbers, :func:`run_counts`),
+    else the cores other programs leave idle (:func:`idle_cores`) rather than every core:
+    OpenMP threads that wait for a core another program holds make each parallel region
+    many times slower, and the count cannot go back up later, so a busy machine gets what
+    it has free now.
     """
+    if threads is not None and (isinstance(threads, bool) or not isinstance(threads, int)
+                                or threads < 1):
+        raise ValueError(f"threads must be a positive integer or None, got {threads!r}")
     if not fused.available():
         return
     try:
@@ -189,7 +194,7 @@ def claim(warn=True):
     except ValueError:  # a bad variable is reported where the phase starts
         explicit = True
     if not explicit:
-        _settings["claim"] = idle_cores()
+        _settings["claim"] = threads or idle_cores()
     _, have = _call(mx.cpu())
     if _thread_ids() is None:  # no claim was made (new threads cannot be told apart)
         return
@@ -249,3 +254,60 @@ def using_threads(threads, ctx=None):
             for c, n in zip(ctxs, before, strict=True):
                 if n != threads:
                     set_threads(n, c)
+
+
+def _asked(phase):
+    """The count asked for ``phase`` ("train" or "predict"): :func:`configure`'s, else its
+    variable, else ``OMP_NUM_THREADS``; None where none was asked."""
+    return (_settings[phase] or _from_env(f"BBB_GLUON_{phase.upper()}_THREADS")
+            or _from_env("OMP_NUM_THREADS"))
+
+
+def run_counts(ctxs, recorded=None):
+    """The OpenMP thread counts per CPU context a run trains and evaluates with,
+    ``{"train": n, "predict": n}``, and a note where a resumed run will not continue with
+    the counts it recorded (None where it will, or where nothing could be set).
+
+    oneDNN's matrix products give other last bits with another thread count, so a run
+    that continues with other counts than it started with is not bit-identical to one
+    never interrupted. A new run takes the phases' counts (:func:`train_threads` shared
+    out over ``ctxs``, :func:`predict_threads`), at most the ceiling; a resumed run takes
+    ``recorded`` (what it recorded), unless a count was asked for (:func:`configure` or the
+    environment) that differs: the user's wins, with a note. Both phases get the smaller
+    of the two: evaluating lowers the ceiling (the module's notes), so the epochs after
+    the first would train with the evaluation's count anyway. None for both where the
+    fused kernels are unavailable (MXNet's ``OMP_NUM_THREADS`` decides, unrecorded).
+    """
+    here = current(ctxs)
+    if here is None:
+        return None, None
+    ceiling = min(here)
+    wanted = {"train": per_context(train_threads(), ctxs), "predict": predict_threads()}
+    note = None
+    if recorded and recorded.get("train"):
+        asked = {"train": _asked("train"), "predict": _asked("predict")}
+        wanted = {"train": per_context(asked["train"], ctxs) if asked["train"]
+                  else recorded["train"],
+                  "predict": asked["predict"] or recorded["predict"]}
+        count = min(wanted.values())
+        if count != recorded["train"] and any(asked.values()):
+            note = (f"the run trained with {recorded['train']} thread(s) per device; "
+                    f"{_source()} asks for {count}: the continuation will not be "
+                    f"bit-identical to a run never interrupted")
+        elif count > ceiling:
+            note = (f"the run trained with {recorded['train']} thread(s) per device, and "
+                    f"this process can use only {ceiling} (MXNet ran an operator before "
+                    f"bbb_gluon.threads.claim()): the continuation will not be "
+                    f"bit-identical to a run never interrupted; start Python with "
+                    f"OMP_NUM_THREADS={recorded['train']} for an exact one")
+    count = min(ceiling, *wanted.values())
+    return {"train": count, "predict": count}, note
+
+
+def _source():
+    """Where the asked count comes from, in words."""
+    if _settings["train"] or _settings["predict"]:
+        return "bbb_gluon.threads.configure()"
+    names = [n for n in ("BBB_GLUON_TRAIN_THREADS", "BBB_GLUON_PREDICT_THREADS",
+                         "OMP_NUM_THREADS") if os.environ.get(n)]
+    return " and ".join(f"{n}={os.environ[n]}" for n in names)

@@ -67,7 +67,8 @@ def cmd_launch(args):
         return 0
     try:
         return launch(argv, args.workers, args.servers, timeout=args.timeout,
-                      threads=args.threads, host=args.host, port=args.port, ssh_hosts=hosts,
+                      threads=args.threads or _resumed_threads(args.program),
+                      host=args.host, port=args.port, ssh_hosts=hosts,
                       server_optimizer=server_optimizer)
     except LaunchError as e:
         print(f"bbb-gluon launch: error: {e}", file=sys.stderr)
@@ -77,6 +78,23 @@ def cmd_launch(args):
         print("bbb-gluon launch: interrupted; every process of the run has stopped",
               file=sys.stderr)
         return e.exit_status
+
+
+def _resumed_threads(command):
+    """The threads per worker a resumed ``train`` run recorded (its workers' default, so
+    that the continuation is exact), else None."""
+    command = command[1:] if command and command[0] == "--" else command
+    if not command or command[0] != "train" or not any(
+            a == "--resume" or a.startswith("--resume=") for a in command):
+        return None
+    out = next((a.split("=", 1)[1] for a in command if a.startswith("--out=")), None)
+    if out is None and "--out" in command[:-1]:
+        out = command[command.index("--out") + 1]
+    if out is None:
+        return None
+    from .._kernels.machine import recorded_threads
+
+    return recorded_threads(out)
 
 
 # Its line in ``bbb-gluon --help``.
@@ -98,8 +116,9 @@ def add_parser(sub):
     p.add_argument("--timeout", type=float, default=None,
                    help="seconds the whole run may take before every process is stopped")
     p.add_argument("--threads", type=int, default=None,
-                   help="OMP_NUM_THREADS of each worker (default: the cores divided among "
-                        "the workers of a machine)")
+                   help="OMP_NUM_THREADS of each worker (default: a resumed train run's "
+                        "recorded count, else the cores divided among the workers of a "
+                        "machine)")
     p.add_argument("--host", default="127.0.0.1",
                    help="interface to bind on this machine (default 127.0.0.1: loopback)")
     p.add_argument("--port", type=int, default=None,

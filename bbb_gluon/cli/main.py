@@ -39,9 +39,11 @@ def main(argv=None):
         args = _parse(parser, argv)
     if PROGRAM["running"] and args.command not in WITHOUT_MXNET:
         # Before any MXNet operator, or the thread count can no longer go up (quietly:
-        # main() called in a process that already ran operators keeps MXNet's count).
+        # main() called in a process that already ran operators keeps MXNet's count). A
+        # resumed run claims the threads it recorded, not the idle cores: the same count
+        # gives the same numbers.
         from ..threads import claim
-        claim(warn=False)
+        claim(warn=False, threads=_resumed_threads(args))
     # Errors in what the user gave (arguments, files, run folders) are one line and exit 2;
     # a failing disk is one line and exit 1. Anything else is a bug: it keeps its traceback.
     try:
@@ -55,6 +57,15 @@ def main(argv=None):
         stop_listening()
         print("interrupted", file=sys.stderr)
         return getattr(e, "exit_status", EXIT_INTERRUPTED)
+
+
+def _resumed_threads(args):
+    """The threads a ``train --resume`` run recorded (None for anything else)."""
+    if args.command != "train" or not args.resume or not args.out:
+        return None
+    from .._kernels.machine import recorded_threads
+
+    return recorded_threads(args.out)
 
 
 # The library's errors a command reports in one line, by the module that defines each. They

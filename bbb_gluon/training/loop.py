@@ -17,6 +17,7 @@ single-device step.
 
 import math
 import signal
+import sys
 import time
 from dataclasses import dataclass, field
 
@@ -25,7 +26,14 @@ import numpy as np
 from mxnet import gluon
 from tqdm.auto import tqdm
 
-from .._kernels.threads import per_context, predict_threads, train_threads, using_threads
+from .._kernels.machine import describe as describe_machine
+from .._kernels.threads import (
+    per_context,
+    predict_threads,
+    run_counts,
+    train_threads,
+    using_threads,
+)
 from ..core.posterior import Posterior
 from ..signals import stop_requests
 from .checkpoint import model_arrays, read_checkpoint, save_checkpoint, set_model_arrays
@@ -139,15 +147,15 @@ def fit(config, train, valid=None, *, net=None, run_dir=None, resume=False, prog
     lines = lines and run.group.rank == 0  # the others have no errors to show
     if resume and lines:
         say_resume(run.run_dir, config.epochs, done, run.num_batches)
+    _choose_threads(run, done, resume)
     if lines and config.estimator != "reparam":
         say_estimators(run.step)
     run.group.prepare(run.trainers)
     if run.writer:
-        write_config(run, options.record)
+        write_config(run, options.record, done.machines)
     stop = _Stop(run.group, options.stop_after_batches)
     interrupted, best_arrays = False, None
-    with stop_requests() as sig, using_threads(per_context(train_threads(), run.ctxs),
-                                               run.ctxs):
+    with stop_requests() as sig, using_threads(_threads(run, "train"), run.ctxs):
         stop.signals = sig
         for epoch in range(done.epoch, config.epochs):
             sums = _train_epoch(run, done, epoch, stop, bar)
@@ -172,6 +180,29 @@ def fit(config, train, valid=None, *, net=None, run_dir=None, resume=False, prog
         exc.result, exc.signum = result, sig.signum or signal.SIGINT
         raise exc
     return result
+
+
+def _choose_threads(run, done, resume):
+    """The run's thread counts (a resumed run's recorded ones: ``run_counts``), and where
+    it trains from here in ``done.machines``; a resume that will not replay bit for bit
+    says why on stderr (rank 0)."""
+    run.threads, note = run_counts(run.ctxs, done.recorded_threads())
+    changed = done.add_machine(describe_machine(run.threads, run.setup["engine"]))
+    if resume and run.group.rank == 0:
+        if note is None and changed:
+            note = ("this machine differs from where the run trained (" + "; ".join(changed)
+                    + "): the continuation replays statistically, not bit for bit")
+        if note is not None:
+            print(f"bbb_gluon: {note}", file=sys.stderr, flush=True)
+
+
+def _threads(run, phase):
+    """The OpenMP threads per device of ``phase``: the run's counts, or (without the
+    fused kernels, where nothing is set) the phase's default."""
+    if run.threads is not None:
+        return run.threads[phase]
+    return (per_context(train_threads(), run.ctxs) if phase == "train"
+            else per_context(predict_threads(), run.ctxs[0]))
 
 
 class _Stop:
@@ -326,7 +357,7 @@ def _end_epoch(run, done, epoch, sums, restore_best):
     complexity = (run.pi_sum * cplx_sum / sums.measured
                   if run.posterior is not None and sums.measured else 0.0)
     lead = run.group.rank == 0  # the others have nothing to record: rank 0 evaluates
-    with using_threads(per_context(predict_threads(), run.ctxs[0]), run.ctxs[0]):
+    with using_threads(_threads(run, "predict"), run.ctxs[0]):
         row = epoch_row(run, epoch, nll_sum, complexity, sums, evaluate=lead)
     done.history.append(row)
     Xv = run.valid[0]

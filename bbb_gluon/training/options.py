@@ -47,8 +47,8 @@ class RunOptions:
         one in the same processes would initialise its keys again, which the servers
         take for a push and wait on.
     record : dict, optional
-        More entries for the run folder's ``config.json`` beside ``"train"`` and
-        ``"mlp"`` (the command line stores its data and evaluation settings).
+        More entries for the run folder's ``config.json`` beside ``"train"``, ``"mlp"``
+        and ``"machines"`` (the command line stores its data and evaluation settings).
     stop_after_batches : int, optional
         Stop (as on Ctrl-C: checkpoint, then :class:`TrainingInterrupted`) after this
         many batches in total; for tests of interruption.
@@ -66,7 +66,7 @@ class RunOptions:
         if self.record is not None:
             if not isinstance(self.record, dict):
                 raise TypeError(f"record must be a dict, got {type(self.record).__name__}")
-            taken = {"train", "mlp"} & set(self.record)
+            taken = {"train", "mlp", "machines"} & set(self.record)
             if taken:
                 raise ValueError(f"record may not hold {sorted(taken)}: fit writes them")
         if self.stop_after_batches is not None:

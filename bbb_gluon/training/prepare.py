@@ -16,6 +16,7 @@ from mxnet import gluon
 
 from .._checks import as_array, check_class_labels
 from .._files import atomic_write_text
+from .._kernels.machine import differences
 from ..core.likelihood import likelihood_of
 from ..core.loss import BBBLoss
 from ..core.posterior import Posterior, PosteriorMismatchError
@@ -63,6 +64,9 @@ class _Run:
     setup: dict  # engine, contexts, network, workers: checked again on resume
     record: dict  # the configuration as the run folder holds it: what applies to the run
     masks: bool = False  # the network has Dropout layers: mx.random seeded per batch
+    # The OpenMP threads per device of training and evaluation ({"train", "predict"}), or
+    # None without the fused kernels: set by fit once a resume has read the recorded ones.
+    threads: dict | None = None
 
     @property
     def writer(self):
@@ -83,6 +87,9 @@ class Progress:
     batch: int = 0  # batches finished of the next epoch (a stop inside it)
     partial: dict | None = None  # that epoch's running sums
     best: dict = field(default_factory=lambda: {"epoch": None, "error": None})
+    # Where the run trained: one machine record (CPU, kernels' build, threads) per stretch
+    # of it, a new one only where a resume ran on another (machine.differences).
+    machines: list = field(default_factory=list)
 
     def meta(self, run, epoch, batch, partial):
         """A checkpoint's metadata at ``epoch`` (finished) and ``batch`` of the next."""
@@ -90,7 +97,25 @@ class Progress:
         return {"format": CHECKPOINT_FORMAT, "config": run.record,
                 "mlp": run.mlp.to_dict() if run.mlp is not None else None, "epoch": epoch,
                 "batch": batch, "partial": partial, "history": self.history,
-                "best": self.best, "noise": noise, **run.setup}
+                "best": self.best, "noise": noise, "threads": run.threads,
+                "machines": self.machines, **run.setup}
+
+    def recorded_threads(self):
+        """The thread counts the run last trained with (None: a new run, or a checkpoint
+        written before they were recorded)."""
+        return self.machines[-1].get("threads") if self.machines else None
+
+    def add_machine(self, record):
+        """Note where the run goes on from here; return what differs from where it last
+        trained (empty: the continuation replays bit for bit)."""
+        here = {"from_epoch": self.epoch, "from_batch": self.batch, **record}
+        if not self.machines:
+            self.machines.append(here)
+            return []
+        changed = differences(self.machines[-1], here)
+        if changed:
+            self.machines.append(here)
+        return changed
 
 
 # fit's own parameters, handed on as they came, so that every check reads the user's input.
@@ -261,13 +286,16 @@ def resume(run, which=True):
     if broken is not None:
         announce_fallback(broken, path, meta, run.writer)
     return Progress(meta["history"], meta["epoch"], meta["batch"], meta.get("partial"),
-                     meta["best"])
+                     meta["best"], list(meta.get("machines") or []))
 
 
-def write_config(run, record):
+def write_config(run, record, machines):
+    """config.json: the training settings, the MLP's, the caller's ``record`` and where
+    the run trained (``machines``: see ``Progress.machines``)."""
     mlp = {"mlp": run.mlp.to_dict()} if run.mlp is not None else {}
     atomic_write_text(os.path.join(run.run_dir, "config.json"),
-                      json.dumps({"train": run.record, **mlp, **(record or {})}, indent=1))
+                      json.dumps({"train": run.record, **mlp, **(record or {}),
+                                  "machines": machines}, indent=1))
 
 
 # prepare's view of the user's input, handed on as it came.
