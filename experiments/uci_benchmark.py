@@ -36,7 +36,9 @@ from bbb_gluon import (
     GaussianNLLLoss,
     GaussianPrior,
     Posterior,
+    machine,
     predict_samples,
+    threads,
     trainable_params,
 )
 from bbb_gluon.data import UCI_DATASETS, ArrayLoader, load_uci
@@ -118,13 +120,17 @@ def run_split(name, split, smoke):
     test = load_uci(name, split)
     model, _ = train(test, chosen, chosen["epochs"], seed=1000 * split + 999)
     result = scores(test, *model, TEST_SAMPLES)
+    # Where these numbers replay bit for bit: the steps and the predictive ran with the
+    # engine thread's count (MXNet's own: this script claims none).
+    count = (threads.current() or [None])[0]
+    where = machine.describe({"train": count, "predict": count} if count else None)
     return {"dataset": name, "split": split, "test": result,
             "noise_sigma": model[2].sigma() * test.y_std, "chosen": chosen,
             "validation_log_likelihood": best[1]["log_likelihood"], "tuning": tuning,
             "settings": {"grid": grid, "rho_init": RHO_INIT, "batch": BATCH,
                          "epoch_budget": epochs, "hidden": test.hidden,
                          "valid_samples": VALID_SAMPLES, "test_samples": TEST_SAMPLES},
-            "seconds": round(time.perf_counter() - start, 1)}
+            "seconds": round(time.perf_counter() - start, 1), "machine": where}
 
 
 def write_json(path, obj):

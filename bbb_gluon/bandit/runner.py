@@ -17,6 +17,7 @@ import numpy as np
 from .. import _files
 from .._checks import check_int
 from .._files import atomic_write_text
+from .._kernels.machine import describe
 from ..core.step import NotFiniteError
 from ..signals import stop_requests
 from .config import BanditConfig
@@ -138,8 +139,10 @@ def _write_outputs(result, env, out, plot=True):
             row += [f"{v.mean():.1f}", f"{v.min():.0f}", f"{v.max():.0f}"]
         w.writerow(row)
     atomic_write_text(out / "regret.csv", buf.getvalue())
+    # The agents run side by side, one per OpenMP thread: their numbers do not depend on
+    # the thread count, only on the CPU and the kernels' build.
     metrics = {"steps": T, "seeds": list(seeds), "seconds": round(result.seconds, 1),
-               "agents": result.summary()}
+               "agents": result.summary(), "machine": describe()}
     atomic_write_text(out / "metrics.json", json.dumps(metrics, indent=2) + "\n")
     if plot:
         import matplotlib.pyplot as plt

@@ -413,6 +413,8 @@ def test_run_folder_files(env, kernels, tmp_path):
                  "metrics.json", "regret.png"):
         assert (out / name).is_file(), name
     metrics = json.loads((out / "metrics.json").read_text())
+    # where its numbers replay: the CPU and the kernels' build (the threads do not matter)
+    assert metrics["machine"]["cpu"]["model"] and metrics["machine"]["kernels"]["flags"]
     cum = r.cumulative_regret
     for j, spec in enumerate(config.agents):
         m = metrics["agents"][spec.name]

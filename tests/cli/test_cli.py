@@ -27,6 +27,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import bbb_gluon.training
+from bbb_gluon._kernels import cores, fused
 from bbb_gluon.cli import main
 from bbb_gluon.data import load_dataset
 from bbb_gluon.prediction import error_rate, predict_proba
@@ -212,6 +213,68 @@ def test_a_log_gets_one_line_per_epoch_and_where_a_resume_starts(data_root, tmp_
     assert [line.split(":")[0] for line in done.stdout.splitlines()
             if line.startswith("epoch ")] == ["epoch 3/3"]
     assert "\r" not in done.stderr
+
+
+# python -c: the command line with idle_cores() giving IDLE, as on a machine where other
+# programs hold the rest of the cores.
+_WITH_IDLE_CORES = """
+import sys
+import bbb_gluon._kernels.threads as t
+t.idle_cores = lambda window=0.25: IDLE
+sys.argv = ["bbb-gluon", *sys.argv[1:]]
+from bbb_gluon.cli import main
+sys.exit(main())
+"""
+
+
+def _with_idle_cores(idle, argv, cwd, env=None):
+    full = {k: v for k, v in os.environ.items()
+            if k not in ("OMP_NUM_THREADS", "BBB_GLUON_TRAIN_THREADS",
+                         "BBB_GLUON_PREDICT_THREADS")}
+    full.update(env or {})
+    return subprocess.run([sys.executable, "-c", _WITH_IDLE_CORES.replace("IDLE", str(idle)),
+                           *argv], capture_output=True, text=True, env=full, cwd=cwd,
+                          timeout=300)
+
+
+def _without_timings(history):
+    return [{k: v for k, v in row.items() if "seconds" not in k} for row in history]
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(cores() < 2 or not fused.available(),
+                    reason="needs two cores and the fused kernels")
+def test_a_resume_on_a_busier_machine_continues_with_the_recorded_threads(data_root,
+                                                                          tmp_path):
+    """A run started on two idle cores and resumed where only one is idle: the resume
+    claims the two threads the run recorded, not the one idle core, and ends with the
+    uninterrupted run's history; a count asked for on resume wins, with a note."""
+    train = ["train", "--subset", "1000", "--hidden", "64", "--eval-samples", "2",
+             "--test-samples", "0", "--no-progress"]
+    whole, cut = tmp_path / "whole", tmp_path / "cut"
+    done = _with_idle_cores(2, [*train, "--epochs", "2", "--out", str(whole)], tmp_path)
+    assert done.returncode == 0, done.stderr
+    done = _with_idle_cores(2, [*train, "--epochs", "1", "--out", str(cut)], tmp_path)
+    assert done.returncode == 0, done.stderr
+    asked = tmp_path / "asked"
+    shutil.copytree(cut, asked)
+    done = _with_idle_cores(1, ["train", "--out", str(cut), "--resume", "--epochs", "2",
+                                "--no-progress"], tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert "bbb_gluon:" not in done.stderr  # nothing to say: it replays bit for bit
+    assert _without_timings(json.loads((cut / "history.json").read_text())) == \
+        _without_timings(json.loads((whole / "history.json").read_text()))
+    machines = json.loads((cut / "config.json").read_text())["machines"]
+    assert len(machines) == 1 and machines[0]["threads"] == {"train": 2, "predict": 2}
+    assert machines[0]["cpu"]["model"] and machines[0]["kernels"]["flags"]
+    # OMP_NUM_THREADS=1 on resume: the user's count, said, and recorded from epoch 1 on.
+    done = _with_idle_cores(2, ["train", "--out", str(asked), "--resume", "--epochs", "2",
+                                "--no-progress"], tmp_path, env={"OMP_NUM_THREADS": "1"})
+    assert done.returncode == 0, done.stderr
+    assert "OMP_NUM_THREADS=1 asks for 1: the continuation will not be bit-identical" \
+        in done.stderr
+    machines = json.loads((asked / "config.json").read_text())["machines"]
+    assert [(m["from_epoch"], m["threads"]["train"]) for m in machines] == [(0, 2), (1, 1)]
 
 
 def test_the_bandit_draws_no_progress_bar_into_a_log(mushroom_root, tmp_path):

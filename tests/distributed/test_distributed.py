@@ -22,6 +22,7 @@ import numpy as np
 import pytest
 from mxnet import gluon
 
+from bbb_gluon._kernels import cores
 from bbb_gluon.distributed import LaunchError, WorkerGroup, launch, launch_commands
 from bbb_gluon.training import fit, load_run
 
@@ -398,6 +399,12 @@ def test_ctrl_c_stops_every_worker_at_one_checkpoint_and_resume_continues(data_r
     assert status.returncode == 0, status.stderr
     resumed = json.loads((out / "history.json").read_text())
     assert len(resumed) == done + 1 and resumed[:done] == history[:done]
+    # Each worker trained with its share of the cores, recorded; the resumed launch took
+    # the recorded count (not a new choice), so the run stayed on one record.
+    machines = json.loads((out / "config.json").read_text())["machines"]
+    per_worker = max(1, cores() // 2)
+    assert [m["threads"] for m in machines] == [{"train": per_worker, "predict": per_worker}]
+    assert "bit-identical" not in status.stderr and "bit for bit" not in status.stderr
 
 
 def test_a_host_file_run_goes_through_ssh(data_root, tmp_path, monkeypatch):

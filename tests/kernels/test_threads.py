@@ -230,9 +230,48 @@ def test_fit_trains_and_evaluates_with_their_counts(monkeypatch):
     rng = np.random.default_rng(0)
     X = rng.normal(size=(64, 784)).astype(np.float32)
     y = rng.integers(0, 10, 64)
-    fit(TrainConfig(epochs=2, batch_size=32, eval_samples=0), (X, y), (X, y),
-        net=MLP(hidden=(8,)), progress=False)
-    assert seen == [1, 2, 2]  # the training loop once, then the evaluation of each epoch
+    result = fit(TrainConfig(epochs=2, batch_size=32, eval_samples=0), (X, y), (X, y),
+                 net=MLP(hidden=(8,)), progress=False)
+    # The training loop once, then the evaluation of each epoch. With the kernels both
+    # phases take the smaller count: training lowers the ceiling to its count, so the
+    # evaluation could not have more (and the other way round after the first epoch).
+    assert seen == ([1, 1, 1] if fused.available() else [1, 2, 2])
+    assert result.history and len(seen) == 3
+
+
+@needs_kernels
+def test_a_resumed_run_continues_with_the_counts_it_recorded():
+    ctx = [mx.cpu(4)]  # its own engine thread: its ceiling is the claim's (every core)
+    counts, note = threads.run_counts(ctx, {"train": 1, "predict": 1})
+    assert counts == {"train": 1, "predict": 1} and note is None
+    # A count asked for on resume wins, and says the continuation is not bit-identical.
+    threads.configure(train=2, predict=2)
+    counts, note = threads.run_counts(ctx, {"train": 1, "predict": 1})
+    assert counts["train"] == min(2, threads.current(ctx)[0])
+    assert "configure()" in note and "not be bit-identical" in note
+    threads.configure()
+    # More than this process can have: said, with the variable that gives them.
+    counts, note = threads.run_counts(ctx, {"train": 64, "predict": 64})
+    assert counts["train"] <= threads.current(ctx)[0] < 64
+    assert "can use only" in note and "OMP_NUM_THREADS=64" in note
+    # A new run: the phases' counts, the smaller for both.
+    threads.configure(train=1, predict=2)
+    assert threads.run_counts(ctx) == ({"train": 1, "predict": 1}, None)
+
+
+@pytest.mark.slow
+@needs_kernels
+def test_claim_takes_a_resumed_runs_count_over_the_idle_cores():
+    script = """
+        import bbb_gluon._kernels.threads as t
+        t.idle_cores = lambda window=0.25: 1
+        t.claim(threads=THREADS)
+        print(*t.current())
+    """
+    assert _run(script.replace("THREADS", "2")) == ["2"]
+    assert _run(script.replace("THREADS", "None")) == ["1"]
+    # A count the user asks for still wins.
+    assert _run(script.replace("THREADS", "2"), OMP_NUM_THREADS="1") == ["1"]
 
 
 def test_idle_cores_reads_what_other_programs_leave(monkeypatch):
