@@ -17,7 +17,7 @@ from pathlib import Path
 
 import mxnet as mx
 
-from .machine import build_flags
+from .machine import build_flags, portable
 
 __all__ = ["build", "compiler"]
 
@@ -68,7 +68,8 @@ def build(cxx, source, stem, mxnet_library=True, flags=()):
     target.parent.mkdir(parents=True, exist_ok=True)
     # Once per machine and source (make setup builds them): a pause of seconds to a minute
     # at a first import or first bandit run should not look like a hang.
-    print(f"bbb_gluon: compiling {Path(source).name} for this machine, once (cached in "
+    where = "portably (BBB_GLUON_PORTABLE_KERNELS=1)" if portable() else "for this machine"
+    print(f"bbb_gluon: compiling {Path(source).name} {where}, once (cached in "
           f"{target.parent})", file=sys.stderr, flush=True)
     with tempfile.TemporaryDirectory(dir=target.parent) as tmp:
         tmp = Path(tmp)
