@@ -41,6 +41,7 @@ _HOME = {
                      "bayesian_parameters", "BAYESIAN_LAYERS"], ".core.posterior"),
     **dict.fromkeys(["use_weights", "use_means"], ".core.sampling"),
     "BBBLoss": ".core.loss", "GaussianNLLLoss": ".core.likelihood",
+    "HeteroscedasticGaussianNLLLoss": ".core.likelihood",
     "complexity_weight": ".core.loss", "likelihood_loss": ".core.likelihood",
     **dict.fromkeys(["BBBStep", "StepCosts", "NotFiniteError", "trainable_params"],
                     ".core.step"),
@@ -52,11 +53,12 @@ _HOME = {
     # prediction
     **dict.fromkeys(["predict_proba", "predict_samples", "error_rate", "uncertainty"],
                     ".prediction"),
+    **dict.fromkeys(["predict_intervals", "Intervals"], ".intervals"),
 }
 
 if _typing.TYPE_CHECKING:  # what static tools (pyright, mypy, an editor) read: _HOME's names
     from ._files import FileWriteError
-    from .core.likelihood import GaussianNLLLoss, likelihood_loss
+    from .core.likelihood import GaussianNLLLoss, HeteroscedasticGaussianNLLLoss, likelihood_loss
     from .core.loss import BBBLoss, complexity_weight
     from .core.posterior import (
         BAYESIAN_LAYERS,
@@ -68,6 +70,7 @@ if _typing.TYPE_CHECKING:  # what static tools (pyright, mypy, an editor) read: 
     from .core.priors import *  # noqa: F403
     from .core.sampling import use_means, use_weights
     from .core.step import BBBStep, NotFiniteError, StepCosts, trainable_params
+    from .intervals import Intervals, predict_intervals
     from .prediction import error_rate, predict_proba, predict_samples, uncertainty
     from .training import (
         MLP,

@@ -32,7 +32,8 @@ import numpy as np
 from ._checks import check_int
 
 __all__ = ["nll", "brier_score", "expected_calibration_error", "reliability_data", "auroc",
-           "calibration_summary", "DEFAULT_BINS", "gaussian_scores", "interval_coverage"]
+           "calibration_summary", "DEFAULT_BINS", "gaussian_scores", "interval_coverage",
+           "mixture_intervals"]
 
 DEFAULT_BINS = 15
 # log(0) for a class given probability 0 (a float32 softmax that underflowed) would make
@@ -221,6 +222,9 @@ def _gaussian_samples(means, y, noise_sigma):
     if f.ndim != 2:
         raise ValueError(f"means must be (samples, N) or (N,), got shape {f.shape}")
     t = np.asarray(y, dtype=np.float64).reshape(-1)
+    if not np.isfinite(t).all():
+        raise ValueError(f"y holds {int((~np.isfinite(t)).sum())} NaN or infinite target(s): "
+                         "drop those rows before scoring")
     if t.shape[0] != f.shape[1]:
         raise ValueError(f"y must hold one target per column of means: {t.shape[0]} "
                          f"targets for means of shape {f.shape}")
@@ -240,6 +244,58 @@ def _check_levels(levels):
 def _pit(f, t, s):
     # the predictive mixture's CDF at each target (the probability integral transform)
     return (0.5 * (1.0 + _erf((t - f) / (s * math.sqrt(2.0))))).mean(axis=0)
+
+
+def _normal_cdf(z):
+    """The standard normal CDF, vectorised, to a relative 1.2e-7 (Numerical Recipes'
+    erfc): math.erf one element at a time made a 100-sample interval of 1,000 points take
+    seconds."""
+    x = np.abs(z) / math.sqrt(2.0)
+    t = 1.0 / (1.0 + 0.5 * x)
+    poly = -1.26551223 + t * (1.00002368 + t * (0.37409196 + t * (0.09678418 + t * (
+        -0.18628806 + t * (0.27886807 + t * (-1.13520398 + t * (1.48851587 + t * (
+            -0.82215223 + t * 0.17087277))))))))
+    tail = 0.5 * t * np.exp(-x * x + poly)  # P(Z > |z|)
+    return np.where(z >= 0, 1.0 - tail, tail)
+
+
+def mixture_intervals(means, sigmas, levels):
+    """Central intervals of the equal-weight mixture of ``N(means[s], sigmas[s]**2)`` over
+    samples ``s``, per point: ``{level: (lower, upper)}``, each of the points' shape.
+
+    The Monte-Carlo predictive of a Gaussian likelihood is such a mixture; its quantiles
+    have no closed form, so each is found by bisection on the mixture's CDF (to a
+    millionth of the range the samples span, some 1e-5 in probability).
+
+    Parameters
+    ----------
+    means : array_like, shape (samples, ...)
+    sigmas : array_like broadcastable to ``means``, > 0
+    levels : float or array_like of float in (0, 1)
+    """
+    levels = _check_levels(levels)
+    f = np.asarray(means, dtype=np.float64)
+    if f.ndim < 1 or f.shape[0] < 1:
+        raise ValueError(f"means must have a samples axis first, got shape {f.shape}")
+    s = np.broadcast_to(np.asarray(sigmas, dtype=np.float64), f.shape)
+    if not (np.isfinite(f).all() and np.isfinite(s).all()):
+        raise ValueError("means and sigmas must be finite")
+    if not np.all(s > 0):
+        raise ValueError("sigmas must be > 0 everywhere")
+    lo0 = (f - 9 * s).min(axis=0)
+    hi0 = (f + 9 * s).max(axis=0)
+    tol = 1e-6 * (hi0 - lo0)
+
+    def quantile(q):
+        lo, hi = lo0.copy(), hi0.copy()
+        while np.any(hi - lo > tol):
+            mid = 0.5 * (lo + hi)
+            below = _normal_cdf((mid - f) / s).mean(axis=0) < q
+            lo, hi = np.where(below, mid, lo), np.where(below, hi, mid)
+        return 0.5 * (lo + hi)
+
+    return {float(level): (quantile(0.5 - level / 2), quantile(0.5 + level / 2))
+            for level in levels}
 
 
 def interval_coverage(means, y, noise_sigma, levels):

@@ -434,3 +434,13 @@ def test_gaussian_scores_refuse_bad_shapes_and_scales():
         metrics.interval_coverage(F, Y, 1.0, [0.5, 0.0])
     with pytest.raises(ValueError, match=r"means must be \(samples, N\)"):
         metrics.gaussian_scores(np.zeros((1, 2, 1)), Y, 1.0)
+
+
+@pytest.mark.parametrize("bad", [float("nan"), float("inf"), -float("inf")])
+def test_nan_or_infinite_targets_are_refused_in_one_line(bad):
+    y = np.array([0.0, bad])
+    for call in (lambda: metrics.gaussian_scores(F, y, 1.0),
+                 lambda: metrics.interval_coverage(F, y, 1.0, [0.9])):
+        with pytest.raises(ValueError, match=r"^y holds 1 NaN or infinite target\(s\): drop "
+                                             r"those rows before scoring$"):
+            call()

@@ -1,7 +1,8 @@
 """The likelihood, the data term of the cost: one :class:`Likelihood` object per kind
 (what it makes of a network's outputs, found from the Gluon loss by
 :func:`likelihood_of`), :class:`GaussianNLLLoss` for real-valued targets (its noise scale
-fixed or learned), and the checks of the labels a loss takes.
+fixed or learned), :class:`HeteroscedasticGaussianNLLLoss` for real-valued targets whose
+noise the network predicts per input, and the checks of the labels a loss takes.
 """
 
 import math
@@ -22,10 +23,11 @@ from .._kernels.private import apply_weighting, loss_settings
 from . import ops
 from .priors import HALF_LOG_2PI
 
-__all__ = ["GaussianNLLLoss", "Likelihood", "SoftmaxLikelihood", "BernoulliLikelihood",
-           "GaussianLikelihood", "likelihood_of", "likelihood_loss", "likelihood_kind",
-           "num_classes", "check_labels", "check_label_shape", "check_label_values",
-           "LIKELIHOODS"]
+__all__ = ["GaussianNLLLoss", "HeteroscedasticGaussianNLLLoss", "Likelihood",
+           "SoftmaxLikelihood", "BernoulliLikelihood", "GaussianLikelihood",
+           "HeteroscedasticGaussianLikelihood", "likelihood_of", "likelihood_loss",
+           "likelihood_kind", "num_classes", "check_labels", "check_label_shape",
+           "check_label_values", "LIKELIHOODS"]
 
 
 
@@ -87,6 +89,49 @@ def _gaussian_nll(F, pred, label, noise_sigma, noise_rho):
     return F.sum(sq, axis=-1) + F.broadcast_mul(dims, F.log(s) + HALF_LOG_2PI)
 
 
+class HeteroscedasticGaussianNLLLoss(Loss):
+    r"""Negative log-likelihood of real-valued targets whose noise depends on the input:
+    the network predicts a mean and a scale per target.
+
+    For ``D`` targets the network's last axis holds ``2D`` numbers: the means
+    :math:`\hat y_d`, then the raw scales :math:`r_d`, with the noise
+    :math:`s_d = \mathrm{softplus}(r_d) + s_{\min}`. Per example:
+    :math:`\sum_d (y_d - \hat y_d)^2 / (2 s_d^2) + \log s_d + \tfrac12 \log 2\pi`;
+    the targets have the means' shape, ``(N, D)``.
+
+    Start the scale's output small (the last layer's bias of the scales, e.g.
+    ``inverse_softplus(0.1)``): a network that starts with large noise can explain the
+    data as noise before it has learned the mean. The loss comes hybridized, as
+    :class:`GaussianNLLLoss` does.
+
+    Parameters
+    ----------
+    min_sigma : float, default 1e-3
+        A floor under the noise: without it a network can drive one point's scale to 0
+        and its cost to minus infinity (on standardised targets, 1e-3 is a thousandth of
+        their spread).
+    """
+
+    def __init__(self, min_sigma=1e-3, weight=None, batch_axis=0, **kwargs):
+        super().__init__(weight, batch_axis, **kwargs)
+        check_positive(min_sigma, "min_sigma")
+        self.min_sigma = float(min_sigma)
+        self.hybridize()
+
+    def split(self, pred, F=mx.nd):
+        """The means and the noise scales of the outputs ``pred`` (each of half its last
+        axis)."""
+        mean, raw = F.split(pred, num_outputs=2, axis=-1)
+        return mean, ops.softplus(raw, F) + self.min_sigma
+
+    def hybrid_forward(self, F, pred, label):
+        mean, s = self.split(pred, F)
+        nll = F.sum(F.square(mean - label) / (2 * F.square(s)) + F.log(s), axis=-1)
+        dims = label.shape[-1] if F is mx.nd else F.sum(F.ones_like(label), axis=-1)
+        nll = nll + dims * HALF_LOG_2PI
+        return apply_weighting(F, nll, loss_settings(self)[0])
+
+
 _KINDS = {}
 
 
@@ -122,6 +167,11 @@ class Likelihood:
     def fits(self, outputs):
         """Whether a network with ``outputs`` outputs per example can take it."""
         return True
+
+    def bound(self, loss):
+        """This likelihood as ``loss`` (one of :attr:`losses`) sets it up: itself, unless
+        the loss carries a setting the predictive needs."""
+        return self
 
     def predictive(self, out):
         """The per-example predictive made of the network's outputs ``out``: class
@@ -188,11 +238,46 @@ class GaussianLikelihood(Likelihood):
         return out
 
 
+class HeteroscedasticGaussianLikelihood(Likelihood):
+    """Real values, the outputs a mean and a noise scale per target:
+    :class:`HeteroscedasticGaussianNLLLoss`. Its predictive per sample is the means,
+    then the noise scales (last axis), a mixture over weight samples
+    (:func:`bbb_gluon.predict_intervals`)."""
+
+    name = "heteroscedastic"
+    losses = (HeteroscedasticGaussianNLLLoss,)
+    classifies = False
+    outputs_needed = " even (a mean and a scale per target)"
+
+    def __init__(self, min_sigma=1e-3):
+        self.min_sigma = min_sigma
+
+    def __repr__(self):
+        return f"{type(self).__name__}(min_sigma={self.min_sigma!r})"
+
+    def loss(self, noise_sigma=1.0):
+        return HeteroscedasticGaussianNLLLoss(self.min_sigma)
+
+    def bound(self, loss):
+        return self if loss.min_sigma == self.min_sigma else type(self)(loss.min_sigma)
+
+    def fits(self, outputs):
+        return outputs >= 2 and outputs % 2 == 0
+
+    def predictive(self, out):
+        if out.shape[-1] % 2:
+            raise ValueError(f"a heteroscedastic likelihood needs an even number of outputs "
+                             f"(a mean and a scale per target), got {out.shape[-1]}")
+        mean, raw = mx.nd.split(out, num_outputs=2, axis=-1)
+        return mx.nd.concat(mean, ops.softplus(raw) + self.min_sigma, dim=-1)
+
+
 LIKELIHOODS = tuple(_KINDS)
 
 
 def likelihood_of(likelihood):
-    """The :class:`Likelihood` of a name ("softmax", "bernoulli", "gaussian"), a Gluon
+    """The :class:`Likelihood` of a name ("softmax", "bernoulli", "gaussian",
+    "heteroscedastic"), a Gluon
     loss, a :class:`BBBLoss` (its likelihood's) or a Likelihood; the one place that tells
     them apart."""
     if isinstance(likelihood, Likelihood):
@@ -206,7 +291,7 @@ def likelihood_of(likelihood):
         return _KINDS[likelihood]
     for kind in _KINDS.values():
         if isinstance(likelihood, kind.losses):
-            return kind
+            return kind.bound(likelihood)
     raise ValueError(f"cannot tell what {type(likelihood).__name__} makes of the network's "
                      "outputs; pass likelihood='softmax', 'bernoulli' or 'gaussian'")
 
@@ -265,6 +350,13 @@ def check_label_shape(likelihood, pred_shape, label_shape, batch_axis=0):
     if isinstance(likelihood, GaussianNLLLoss) and label_shape != pred_shape:
         raise ValueError(f"GaussianNLLLoss expects targets of pred's shape {pred_shape}, got "
                          f"{label_shape}")
+    if isinstance(likelihood, HeteroscedasticGaussianNLLLoss):
+        half = pred_shape[:-1] + (pred_shape[-1] // 2,)
+        if pred_shape[-1] % 2 or label_shape != half:
+            raise ValueError(f"HeteroscedasticGaussianNLLLoss expects outputs with a mean and "
+                             f"a scale per target (an even last axis) and targets of the "
+                             f"means' shape; got outputs {pred_shape} and targets "
+                             f"{label_shape}")
     if isinstance(likelihood, SigmoidBCELoss) and math.prod(label_shape) != math.prod(
             pred_shape):
         raise ValueError(f"SigmoidBCELoss expects one label per output, got pred "

@@ -21,7 +21,11 @@ from bbb_gluon import (
 )
 from bbb_gluon._kernels.fused import packed
 from bbb_gluon.core.engines import FusedBBBStep, forward_with, prior_attrs, reference_step
-from bbb_gluon.core.likelihood import GaussianNLLLoss, likelihood_loss
+from bbb_gluon.core.likelihood import (
+    GaussianNLLLoss,
+    HeteroscedasticGaussianNLLLoss,
+    likelihood_loss,
+)
 from bbb_gluon.training import build_mlp
 
 pytestmark = pytest.mark.usefixtures("fused_kernels")
@@ -226,16 +230,19 @@ def _mixed_run(engine, likelihood, samples, fuse, monkeypatch, optimizer="sgd"):
     deterministic ones and, for the learned Gaussian, the loss's noise scale."""
     monkeypatch.setenv("BBB_GLUON_FUSED_UPDATE", "1" if fuse else "0")
     gaussian = likelihood == "gaussian_learned"
+    heteroscedastic = likelihood == "heteroscedastic"
     X, y = _batch()
-    if gaussian:
+    if gaussian or heteroscedastic:
         y = mx.nd.array(np.random.default_rng(4).normal(size=(16, 5)))
-    net = build_mlp((24,), 5, num_inputs=12)
+    net = build_mlp((24,), 10 if heteroscedastic else 5, num_inputs=12)
     mx.random.seed(0)
     net.initialize(mx.init.Xavier(), ctx=[mx.cpu()])
     net.hybridize()
     posterior = Posterior(net, seed=0, rho_init=-3.0, select=[net[-1]])
     loss_fn = BBBLoss(ScaleMixturePrior(0.5, 1.0, math.exp(-6)),
-                      GaussianNLLLoss(None) if gaussian else None, weighting=0.1)
+                      GaussianNLLLoss(None) if gaussian
+                      else HeteroscedasticGaussianNLLLoss() if heteroscedastic else None,
+                      weighting=0.1)
     loss_fn.initialize(ctx=mx.cpu())
     others = list(posterior.deterministic_params(net).values()) + \
         list(loss_fn.collect_params().values())
@@ -254,7 +261,7 @@ def _mixed_run(engine, likelihood, samples, fuse, monkeypatch, optimizer="sgd"):
     return before, _params(posterior) + [p.data().asnumpy() for p in others]
 
 
-@pytest.mark.parametrize("likelihood", ["softmax", "gaussian_learned"])
+@pytest.mark.parametrize("likelihood", ["softmax", "gaussian_learned", "heteroscedastic"])
 @pytest.mark.parametrize("samples, fuse", [(1, True), (1, False), (2, False)],
                          ids=["fused-update", "trainer-update", "two-samples"])
 @pytest.mark.parametrize("optimizer", ["sgd", "adam"])

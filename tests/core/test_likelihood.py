@@ -14,7 +14,9 @@ from bbb_gluon.core.likelihood import (
     BernoulliLikelihood,
     GaussianLikelihood,
     GaussianNLLLoss,
+    HeteroscedasticGaussianNLLLoss,
     SoftmaxLikelihood,
+    check_labels,
     likelihood_kind,
     likelihood_loss,
     likelihood_of,
@@ -53,7 +55,7 @@ def test_a_likelihood_is_one_object_found_from_its_loss_or_name(given, kind):
     assert isinstance(found, kind) and found is likelihood_of(found.name)
     assert likelihood_kind(given) == found.name
     assert isinstance(found.loss(), kind.losses)  # its name stands for one of its losses
-    assert LIKELIHOODS == ("softmax", "bernoulli", "gaussian")
+    assert LIKELIHOODS == ("softmax", "bernoulli", "gaussian", "heteroscedastic")
 
 
 def test_an_unknown_likelihood_is_refused_by_name_and_by_loss():
@@ -167,3 +169,47 @@ def test_gaussian_nll_loss_comes_hybridized_with_the_imperative_values(noise_sig
     for hybrid, imperative in results.values():
         for a, b in zip(hybrid, imperative, strict=True):
             np.testing.assert_allclose(a, b, rtol=1e-5)
+
+
+def test_heteroscedastic_loss_matches_float64_and_both_paths():
+    rng = np.random.default_rng(2)
+    pred, label = rng.normal(size=(6, 4)), rng.normal(size=(6, 2))  # two targets
+    s = np.log1p(np.exp(pred[:, 2:])) + 0.01
+    expected = ((label - pred[:, :2]) ** 2 / (2 * s**2) + np.log(s)
+                + 0.5 * math.log(2 * math.pi)).sum(axis=1)
+    for hybrid in (True, False):
+        loss = HeteroscedasticGaussianNLLLoss(min_sigma=0.01)
+        if not hybrid:
+            loss.hybridize(False)
+        p = mx.nd.array(pred)
+        p.attach_grad()
+        with autograd.record():
+            got = loss(p, mx.nd.array(label))
+            total = got.sum()
+        total.backward()
+        np.testing.assert_allclose(got.asnumpy(), expected, rtol=1e-5)
+        # d/d mean = (mean - y) / s^2, as by hand
+        np.testing.assert_allclose(p.grad.asnumpy()[:, :2], (pred[:, :2] - label) / s**2,
+                                   rtol=1e-4)
+    with pytest.raises(ValueError, match="min_sigma"):
+        HeteroscedasticGaussianNLLLoss(min_sigma=0.0)
+
+
+def test_heteroscedastic_likelihood_is_one_object_with_its_predictive_and_labels():
+    loss = HeteroscedasticGaussianNLLLoss(min_sigma=0.01)
+    kind = likelihood_of(loss)
+    assert kind.name == "heteroscedastic" and not kind.classifies
+    assert kind.min_sigma == 0.01 and likelihood_of("heteroscedastic").min_sigma == 1e-3
+    assert kind.fits(2) and kind.fits(4) and not kind.fits(1) and not kind.fits(3)
+    out = mx.nd.array([[0.5, 0.0], [-1.0, 2.0]])
+    pred = kind.predictive(out).asnumpy()
+    np.testing.assert_allclose(pred[:, 0], [0.5, -1.0])
+    np.testing.assert_allclose(pred[:, 1], np.log1p(np.exp([0.0, 2.0])) + 0.01, rtol=1e-6)
+    with pytest.raises(ValueError, match="even number of outputs"):
+        kind.predictive(mx.nd.ones((2, 3)))
+    check_labels(loss, mx.nd.ones((5, 4)), mx.nd.ones((5, 2)))
+    with pytest.raises(ValueError, match="a mean and a scale per target"):
+        check_labels(loss, mx.nd.ones((5, 4)), mx.nd.ones((5, 4)))
+    with pytest.raises(ValueError, match="a mean and a scale per target"):
+        check_labels(loss, mx.nd.ones((5, 3)), mx.nd.ones((5, 1)))
+    assert type(likelihood_loss("heteroscedastic")) is HeteroscedasticGaussianNLLLoss

@@ -1316,6 +1316,41 @@ def test_fit_a_regression_with_a_loss_of_ones_own():
     assert losses[-1] == pytest.approx(np.mean(0.5 * (pred - y[300:]) ** 2), rel=1e-4)
 
 
+@pytest.mark.parametrize("engine", ["auto", "reference"])
+def test_fit_a_regression_whose_noise_the_network_predicts(tmp_path, engine):
+    """A heteroscedastic likelihood through fit: trained on both engines, checkpointed and
+    resumed exactly, and its noise follows the input."""
+    from bbb_gluon import HeteroscedasticGaussianNLLLoss, predict_intervals
+
+    rng = np.random.default_rng(0)
+    X = rng.uniform(-1, 1, size=(400, 1)).astype(np.float32)
+    y = (np.sin(3 * X) + (0.05 + 0.125 * (X + 1)) * rng.normal(size=X.shape)).astype(
+        np.float32)
+
+    def run(epochs, resume=False):
+        mx.random.seed(0)
+        net = nn.HybridSequential()
+        net.add(nn.Dense(32, activation="tanh", in_units=1), nn.Dense(2, in_units=32))
+        net.initialize(mx.init.Xavier())
+        loss = HeteroscedasticGaussianNLLLoss()
+        config = tiny("bbb", epochs=epochs, lr=0.01, batch_size=50, rho_init=-5.0,
+                      mu_init="copy", engine=engine, prior={"kind": "gaussian", "sigma": 1.0})
+        return fit(config, (X[:300], y[:300]), (X[300:], y[300:]), net=Network(net, loss=loss),
+                   run_dir=tmp_path / engine, resume=resume, progress=False), loss
+
+    run(20)
+    result, loss = run(40, resume=True)
+    losses = [row["valid_loss"] for row in result.history]
+    assert len(losses) == 40 and losses[-1] < losses[0]
+    r = predict_intervals(result.net, result.posterior, X, loss, samples=20)
+    assert r.noise_std[X > 0.5].mean() > r.noise_std[X < -0.5].mean()
+    import shutil
+
+    shutil.rmtree(tmp_path / engine)
+    whole, _ = run(40)
+    assert [row["valid_loss"] for row in whole.history] == losses  # resumed exactly
+
+
 @pytest.mark.parametrize("make, error, match", [
     (lambda: Network(small_cnn(), loss="l2"), TypeError, "loss must be a gluon.loss.Loss"),
     (lambda: Network("lenet"), TypeError, "net must be a gluon Block"),
