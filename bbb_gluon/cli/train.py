@@ -155,6 +155,12 @@ def _add_prior_args(p, d):
     g.add_argument("--weighting", type=_weighting, default=d.weighting,
                    help="complexity weighting: uniform, blundell, or a constant (default "
                         f"{_shown(d.weighting)})")
+    g.add_argument("--complexity-warmup", type=int, default=d.complexity_warmup,
+                   help="epochs at the start without the complexity cost (default "
+                        f"{d.complexity_warmup})")
+    g.add_argument("--complexity-ramp", type=int, default=d.complexity_ramp,
+                   help="epochs after the warm-up over which the complexity cost rises "
+                        f"linearly to its full weight (default {d.complexity_ramp})")
     g.add_argument("--samples", type=int, default=d.samples,
                    help=f"weight samples per step (default {d.samples})")
     g.add_argument("--mu-init", default=d.mu_init, choices=["normal", "uniform"],
@@ -255,6 +261,7 @@ def _config_from_args(args):
         lr=args.lr, batch_size=args.batch_size,
         samples=args.samples, estimator=args.estimator, weighting=args.weighting,
         complexity=args.complexity,
+        complexity_warmup=args.complexity_warmup, complexity_ramp=args.complexity_ramp,
         prior=prior, mu_init=args.mu_init, mu_scale=args.mu_scale, rho_init=args.rho_init,
         eval_samples=args.eval_samples, seed=args.seed,
         engine=args.engine, loss_reduction=args.loss_reduction,

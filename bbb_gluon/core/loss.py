@@ -154,6 +154,16 @@ class BBBLoss(Loss):
         Global scalar weight, as in every Gluon loss.
     batch_axis : int, default 0
 
+    Attributes
+    ----------
+    complexity_scale : float, default 1.0
+        Multiplies every :math:`\pi_i` from the next step on, on both engines: 0 switches
+        the complexity cost off (a warm-up, in which the network fits the data as a
+        point estimate), values between 0 and 1 ramp it in. Below 1 the cost is no longer
+        the free energy of eq. (2) but a down-weighted one (a "tempered" posterior).
+        ``fit`` sets it at each epoch from ``TrainConfig.complexity_warmup`` and
+        ``complexity_ramp``; a loop of your own may set it too.
+
     Inputs
     ------
     - **pred**: network output (or a list of them, one per weight sample).
@@ -196,6 +206,7 @@ class BBBLoss(Loss):
         self.num_batches = num_batches
         self.skip_below = float(skip_below)
         self.validate = validate
+        self.complexity_scale = 1.0
 
     @property
     def global_weight(self):
@@ -207,9 +218,10 @@ class BBBLoss(Loss):
         return loss_settings(self)[1]
 
     def weight_of(self, batch_index):
-        """:math:`\\pi_i` for a 0-based minibatch index."""
-        return complexity_weight(self.weighting, batch_index,
-                                 1 if self.num_batches is None else self.num_batches)
+        """:math:`\\pi_i` for a 0-based minibatch index, times :attr:`complexity_scale`."""
+        pi = complexity_weight(self.weighting, batch_index,
+                               1 if self.num_batches is None else self.num_batches)
+        return pi * self.complexity_scale if self.complexity_scale != 1.0 else pi
 
     def complexity_cost(self, sample):
         """:math:`C` for one :class:`WeightSample`, shape ``(1,)``."""

@@ -105,6 +105,15 @@ class TrainConfig:
     weighting : "uniform", "blundell" or float, default "uniform"
         Complexity-cost weighting :math:`\\pi_i` across the minibatches of an epoch.
     complexity : {"mc", "kl"}, default "mc"
+    complexity_warmup : int, default 0
+        Epochs at the start with the complexity cost switched off (bbb): the network
+        first fits the data as a point estimate would.
+    complexity_ramp : int, default 0
+        Epochs after the warm-up over which the complexity cost's weight rises linearly
+        to its full value (:attr:`BBBLoss.complexity_scale`). Until it is full the run
+        minimises a down-weighted free energy, not eq. (2)'s; on a small regression set
+        the full cost from the first step can prune the signal away
+        (docs/regression.md).
     prior : Prior, default ``ScaleMixturePrior(0.5, 1, e^-6)``
         The prior, the object :class:`BBBLoss` takes (a dict as
         :func:`bbb_gluon.make_prior` takes it, as config.json stores it, is turned into
@@ -140,6 +149,8 @@ class TrainConfig:
     estimator: str = "reparam"
     weighting: object = "uniform"
     complexity: str = "mc"
+    complexity_warmup: int = 0
+    complexity_ramp: int = 0
     prior: Prior = field(default_factory=lambda: ScaleMixturePrior(0.5, 1.0, math.exp(-6)))
     mu_init: str = "normal"
     mu_scale: float = 0.1
@@ -174,6 +185,11 @@ class TrainConfig:
         for name in ("epochs", "batch_size", "samples", "log_every"):
             positive_int(name)
         positive_int("eval_samples", 0)
+        positive_int("complexity_warmup", 0)
+        positive_int("complexity_ramp", 0)
+        if (self.complexity_warmup or self.complexity_ramp) and self.model != "bbb":
+            raise ValueError(f"complexity_warmup and complexity_ramp are settings of the bbb "
+                             f"model, not of {self.model!r}")
         positive_int("seed", 0)
         if not isinstance(self.restore_best, bool):
             raise ValueError(f"restore_best must be True or False, got {self.restore_best!r}")
@@ -237,6 +253,14 @@ class TrainConfig:
         if isinstance(self.rho_init, tuple):
             d["rho_init"] = list(self.rho_init)
         return d
+
+    def complexity_scale_at(self, epoch):
+        """The complexity cost's scale in 0-based ``epoch``: 0 in the warm-up, then
+        ``k / (complexity_ramp + 1)`` in the ramp's ``k``-th epoch, then 1."""
+        if epoch < self.complexity_warmup:
+            return 0.0
+        k = epoch - self.complexity_warmup + 1
+        return min(1.0, k / (self.complexity_ramp + 1))
 
     def lr_at(self, epoch):
         """The learning rate of 0-based ``epoch`` under the decay schedule."""

@@ -1564,3 +1564,41 @@ def test_a_stop_after_divergence_saves_nothing_and_says_diverged(mnist_300, tmp_
     assert info.value.epoch == 2
     _, _, _, meta = load_run(run_dir, "latest")
     assert meta["epoch"] == 1 and not meta.get("partial")
+
+
+def test_complexity_schedule_by_epoch():
+    config = tiny("bbb", complexity_warmup=2, complexity_ramp=3)
+    assert [config.complexity_scale_at(e) for e in range(7)] == \
+        [0.0, 0.0, 0.25, 0.5, 0.75, 1.0, 1.0]
+    assert tiny("bbb").complexity_scale_at(0) == 1.0  # none: the full cost from the start
+    assert tiny("bbb", complexity_ramp=1).complexity_scale_at(0) == 0.5
+    for bad in ({"complexity_warmup": -1}, {"complexity_ramp": 1.5},
+                {"complexity_warmup": True}):
+        with pytest.raises(ValueError, match="complexity_"):
+            tiny("bbb", **bad)
+    with pytest.raises(ValueError, match="settings of the bbb model, not of 'plain'"):
+        tiny("plain", complexity_warmup=1)
+    # config.json carries them, and one written before they existed still loads
+    d = tiny("bbb", complexity_warmup=2).to_dict()
+    assert d["complexity_warmup"] == 2 and TrainConfig.from_dict(d) == tiny(
+        "bbb", complexity_warmup=2)
+    del d["complexity_warmup"], d["complexity_ramp"]
+    assert TrainConfig.from_dict(d).complexity_warmup == 0
+
+
+@pytest.mark.parametrize("engine", ["fused", "reference"])
+def test_a_warmup_trains_without_the_complexity_cost_then_ramps_it_in(mnist_300, engine):
+    """Warm-up epochs are the epochs of a zero complexity weight, to the bit; the ramp's
+    first epoch then differs from them."""
+    def mu(**kw):
+        result = fit(tiny("bbb", engine=engine, **kw), mnist_300.train, progress=False)
+        return [a.asnumpy() for a in result.posterior.mu()], result
+
+    warm, result = mu(complexity_warmup=2)
+    zero, _ = mu(weighting=0.0)
+    for a, b in zip(warm, zero, strict=True):
+        np.testing.assert_array_equal(a, b)
+    assert result.posterior is not None
+    ramped, _ = mu(epochs=3, complexity_warmup=2)
+    zero3, _ = mu(epochs=3, weighting=0.0)
+    assert any(not np.array_equal(a, b) for a, b in zip(ramped, zero3, strict=True))
