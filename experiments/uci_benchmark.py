@@ -12,9 +12,13 @@ protocol's 50, 100 for protein), ``GaussianNLLLoss(None)`` (one noise scale, lea
 
 Each split is written to ``OUT/<dataset>/split_<K>.json`` as it finishes and skipped when
 it is there, so a stopped run resumes where it stopped; ``OUT/summary.json`` maps each
-dataset to mean and standard error over its finished splits.
+dataset to mean and standard error over its finished splits. ``OUT/settings.json`` holds
+the protocol's settings (the grid, the budget, ``--smoke``): a folder made with other
+settings is refused, so a smoke result is never read as a full one. Bad input (a
+``--out`` that cannot be a folder, a split the dataset lacks) is refused with exit status
+2 before anything is trained or written.
 
-    python experiments/uci_benchmark.py --datasets boston yacht --out results/uci
+    python experiments/uci_benchmark.py --datasets boston yacht --out runs/uci
     python experiments/uci_benchmark.py --datasets boston --splits 0 --smoke   # seconds
 """
 
@@ -22,6 +26,7 @@ import argparse
 import json
 import math
 import os
+import sys
 import time
 from pathlib import Path
 
@@ -156,17 +161,79 @@ def summarise(out):
     return summary
 
 
+def protocol(smoke):
+    """The settings a folder's results were made with: results of other settings are
+    never mixed into one summary."""
+    return {"smoke": bool(smoke), "grid": GRID[:1] if smoke else GRID, "rho_init": RHO_INIT,
+            "batch": BATCH, "steps": STEPS, "max_epochs": MAX_EPOCHS,
+            "checkpoints": CHECKPOINTS, "valid_samples": VALID_SAMPLES,
+            "test_samples": TEST_SAMPLES}
+
+
+def stored_protocol(out):
+    """The settings ``out`` holds results of: its settings.json, else (a folder written
+    before there was one) its first split's, else None (no results)."""
+    if (out / "settings.json").is_file():
+        return json.loads((out / "settings.json").read_text())
+    for path in sorted(out.glob("*/split_*.json")):
+        s = json.loads(path.read_text())["settings"]
+        return {"smoke": len(s["grid"]) < len(GRID), "grid": s["grid"],
+                "rho_init": s["rho_init"], "batch": s["batch"],
+                "valid_samples": s["valid_samples"], "test_samples": s["test_samples"]}
+    return None
+
+
+def check_arguments(args):
+    """The error in the arguments, in one line, or None: before anything is done."""
+    for name in args.datasets:
+        count = UCI_DATASETS[name][2]
+        bad = [k for k in args.splits or () if not 0 <= k < count]
+        if bad:
+            return f"--splits {bad[0]}: {name} has splits 0 to {count - 1}"
+    out = Path(args.out)
+    if out.exists() and not out.is_dir():
+        return f"--out {out}: a file, not a folder"
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        probe = out / ".write-test"
+        probe.write_text("")
+        probe.unlink()
+    except OSError as e:
+        return f"--out {out}: cannot write a folder there ({e.strerror or e})"
+    try:
+        stored = stored_protocol(out)
+    except (OSError, ValueError, KeyError, TypeError) as e:
+        return f"--out {out}: holds results that cannot be read ({e}); choose another --out"
+    want = protocol(args.smoke)
+    if stored is not None and any(stored.get(k) != want[k] for k in stored if k in want):
+        kind = "smoke (--smoke)" if stored.get("smoke") else "full"
+        return (f"--out {out} holds {kind} results of other settings than this run's; "
+                f"choose another --out (nothing was changed)")
+    return None
+
+
 def main():
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0].replace("\n", " "),
+        epilog=__doc__.split("\n\n", 1)[1], formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--datasets", nargs="+", default=list(UCI_DATASETS),
-                        choices=list(UCI_DATASETS), metavar="NAME")
+                        choices=list(UCI_DATASETS), metavar="NAME",
+                        help=f"datasets (default all nine: {' '.join(UCI_DATASETS)})")
     parser.add_argument("--splits", type=int, nargs="+", default=None,
-                        help="split numbers (default: all of each dataset's)")
-    parser.add_argument("--out", default="results/uci")
+                        help="split numbers (default: all of each dataset's: 20, protein 5)")
+    parser.add_argument("--out", default="runs/uci",
+                        help="the results folder (default runs/uci; results/uci holds the "
+                             "committed run)")
     parser.add_argument("--smoke", action="store_true",
                         help="one setting, 4 epochs: checks the pipeline in seconds")
     args = parser.parse_args()
+    error = check_arguments(args)
+    if error is not None:
+        print(f"uci_benchmark: error: {error}", file=sys.stderr)
+        return 2
     out = Path(args.out)
+    if not (out / "settings.json").exists():
+        write_json(out / "settings.json", protocol(args.smoke))
     for name in args.datasets:
         splits = args.splits if args.splits is not None else range(UCI_DATASETS[name][2])
         (out / name).mkdir(parents=True, exist_ok=True)
@@ -184,7 +251,8 @@ def main():
         print(f"{name}: " + ", ".join(f"{k} {v['mean']:.3f} ± {v['se'] or float('nan'):.3f}"
                                       for k, v in summary.items() if isinstance(v, dict))
               + f" over {summary['splits']} splits", flush=True)
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

@@ -15,6 +15,7 @@ import json
 import math
 import os
 import re
+import sys
 from pathlib import Path
 
 NAMES = {"boston": "Boston", "concrete": "Concrete", "energy": "Energy", "kin8nm": "Kin8nm",
@@ -75,13 +76,20 @@ def table(summary, tables, key, higher_is_better):
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--summary", default="results/uci/summary.json")
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0].replace("\n", " "))
+    parser.add_argument("--summary", default="results/uci/summary.json",
+                        help="the benchmark's summary.json (default results/uci/summary.json)")
     parser.add_argument("--source", default=None,
-                        help="SOURCE.md (default $BBB_GLUON_DATA/uci/SOURCE.md)")
+                        help="SOURCE.md (default $BBB_GLUON_DATA/uci/SOURCE.md, else "
+                             ".data/uci/SOURCE.md, which make data links)")
     args = parser.parse_args()
     source = args.source or os.path.join(os.environ.get("BBB_GLUON_DATA", ".data"), "uci",
                                          "SOURCE.md")
+    for path, what in ((source, "the published columns (--source; make data links them)"),
+                       (args.summary, "the results (--summary)")):
+        if not os.path.isfile(path):
+            print(f"uci_table: error: {path} not found: it holds {what}", file=sys.stderr)
+            return 2
     tables = published(source)
     summary = json.loads(Path(args.summary).read_text())
     print("Test log-likelihood (higher is better; in brackets: standard errors above (+) or "
@@ -92,7 +100,8 @@ def main():
     print(table(summary, tables, "rmse", higher_is_better=False))
     print("95% interval coverage: " + ", ".join(
         f"{NAMES.get(k, k)} {100 * v['coverage']['mean']:.1f}%" for k, v in summary.items()))
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

@@ -61,3 +61,58 @@ def test_the_table_brackets_only_differences_the_columns_can_show():
     # a column with a spread always gets one
     assert row == ("| Naval | 20 | 0.002 ± 0.000 | 0.01 ± 0.00 (+80.0) | 0.00 ± 0.00 | "
                    "0.00 ± 0.00 (+2.0) |")
+
+
+def _script(args, root, script=SCRIPT, cwd=None):
+    env = {**os.environ, "BBB_GLUON_DATA": str(root), "OMP_NUM_THREADS": "1"}
+    return subprocess.run([sys.executable, str(script), *args], capture_output=True,
+                          text=True, env=env, timeout=300, cwd=cwd)
+
+
+def _refused(done, message):
+    assert done.returncode == 2, done.stdout + done.stderr
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and message in lines[0], done.stderr
+    assert "Traceback" not in done.stderr
+
+
+def test_bad_input_is_refused_before_any_work(uci_root, tmp_path):
+    a_file = tmp_path / "a-file"
+    a_file.write_text("")
+    _refused(_script(["--out", str(a_file), "--smoke"], uci_root), "a file, not a folder")
+    _refused(_script(["--out", "/proc/x", "--smoke"], uci_root), "cannot write a folder there")
+    out = tmp_path / "never"
+    _refused(_script(["--datasets", "yacht", "--splits", "99", "--out", str(out)], uci_root),
+             "--splits 99: yacht has splits 0 to 19")
+    assert not out.exists()  # nothing made
+    _refused(_script(["--datasets", "protein", "--splits", "5", "--out", str(out)], uci_root),
+             "protein has splits 0 to 4")
+
+
+def test_results_of_other_settings_are_never_mixed(uci_root, tmp_path):
+    out = tmp_path / "uci"
+    run(out, uci_root)  # --smoke
+    assert json.loads((out / "settings.json").read_text())["smoke"] is True
+    before = sorted(p.name for p in out.rglob("*"))
+    _refused(_script(["--datasets", "yacht", "--splits", "0", "--out", str(out)], uci_root),
+             "holds smoke (--smoke) results of other settings")
+    assert sorted(p.name for p in out.rglob("*")) == before
+    # a folder written before settings.json existed: told by its splits' settings
+    (out / "settings.json").unlink()
+    _refused(_script(["--datasets", "yacht", "--splits", "0", "--out", str(out)], uci_root),
+             "holds smoke (--smoke) results")
+    # the committed full run is not a smoke run's folder either
+    committed = Path(__file__).resolve().parents[2] / "results" / "uci"
+    _refused(_script(["--datasets", "yacht", "--splits", "0", "--smoke", "--out",
+                      str(committed)], uci_root), "holds full results of other settings")
+
+
+def test_help_is_whole_and_the_table_says_what_is_missing(tmp_path):
+    done = _script(["--help"], tmp_path)
+    assert done.returncode == 0
+    assert "standard splits, hyperparameters chosen per split on validation rows only." \
+        in " ".join(done.stdout.split())
+    assert "--out OUT" in done.stdout and "default runs/uci" in " ".join(done.stdout.split())
+    table = Path(SCRIPT).with_name("uci_table.py")
+    done = _script([], tmp_path / "no-data", script=table, cwd=tmp_path)
+    _refused(done, "uci/SOURCE.md not found: it holds the published columns")
