@@ -161,6 +161,10 @@ def _add_prior_args(p, d):
     g.add_argument("--complexity-ramp", type=int, default=d.complexity_ramp,
                    help="epochs after the warm-up over which the complexity cost rises "
                         f"linearly to its full weight (default {d.complexity_ramp})")
+    g.add_argument("--complexity-scale", type=float, default=d.complexity_scale,
+                   help="the complexity cost's weight once ramped in: 1 the paper's free "
+                        "energy, below 1 a tempered posterior (default "
+                        f"{d.complexity_scale:g})")
     g.add_argument("--samples", type=int, default=d.samples,
                    help=f"weight samples per step (default {d.samples})")
     g.add_argument("--mu-init", default=d.mu_init, choices=["normal", "uniform"],
@@ -262,6 +266,7 @@ def _config_from_args(args):
         samples=args.samples, estimator=args.estimator, weighting=args.weighting,
         complexity=args.complexity,
         complexity_warmup=args.complexity_warmup, complexity_ramp=args.complexity_ramp,
+        complexity_scale=args.complexity_scale,
         prior=prior, mu_init=args.mu_init, mu_scale=args.mu_scale, rho_init=args.rho_init,
         eval_samples=args.eval_samples, seed=args.seed,
         engine=args.engine, loss_reduction=args.loss_reduction,

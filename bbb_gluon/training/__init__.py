@@ -9,7 +9,7 @@ run's report (``write_report``) is :mod:`bbb_gluon.reports`'.
 """
 
 from .checkpoint import CheckpointError, UnreadableCheckpointError, load_run
-from .config import MODELS, RECIPES, TrainConfig
+from .config import MODELS, RECIPES, REGRESSION_DEFAULTS, TrainConfig
 from .guards import TrainingDiverged, TrainingInterrupted
 from .loop import TrainResult, fit
 from .model import MLP, Network, build_mlp
@@ -18,4 +18,4 @@ from .options import RunOptions
 __all__ = ["TrainConfig", "TrainResult", "fit", "build_mlp", "MLP", "Network", "RunOptions",
            "load_run",
            "CheckpointError", "UnreadableCheckpointError", "TrainingInterrupted",
-           "TrainingDiverged", "MODELS", "RECIPES"]
+           "TrainingDiverged", "MODELS", "RECIPES", "REGRESSION_DEFAULTS"]

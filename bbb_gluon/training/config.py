@@ -17,7 +17,7 @@ from ..core.loss import check_complexity
 from ..core.posterior import check_rho_init
 from ..core.priors import Prior, ScaleMixturePrior, make_prior
 
-__all__ = ["TrainConfig", "MODELS", "RECIPES"]
+__all__ = ["TrainConfig", "MODELS", "RECIPES", "REGRESSION_DEFAULTS"]
 
 
 MODELS = ("bbb", "plain", "dropout")
@@ -31,6 +31,17 @@ ARCH_FIELDS = ("model", "likelihood")
 FREE_FIELDS = ("epochs", "log_every", "eval_samples", "restore_best")
 # Optimisers take their rates as float32.
 _FLOAT32_MAX = float(np.finfo(np.float32).max)
+
+
+# What a regression (likelihood "gaussian" or "heteroscedastic") starts from where its
+# TrainConfig() leaves a setting out, chosen on a 200-point 1-D set with a gap
+# (experiments/small_regression.py, results/small-regression/; docs/regression.md): with
+# the classification defaults the complexity cost prunes the signal away and the fit is a
+# flat line. mu at the layers' own initialisation, sigma small (rho -5), the cost off for
+# the first fifth of the epochs and ramped in over the next fifth, to a tempered weight.
+REGRESSION_DEFAULTS = {"mu_init": "copy", "rho_init": -5.0, "lr": 3e-3,
+                       "complexity_scale": 0.01}
+REGRESSION_WARMUP = 0.2  # of the epochs: complexity_warmup, and complexity_ramp alike
 
 
 def split_record(train):
@@ -73,8 +84,15 @@ class TrainConfig:
     model : {"bbb", "plain", "dropout"}
         Whether the network gets a posterior (Bayes by Backprop) or trains as it is (the
         plain and dropout baselines; "dropout" adds the MLP's Dropout layers).
-    likelihood : {"softmax", "bernoulli"}, default "softmax"
-        "bernoulli" uses one output unit.
+    likelihood : {"softmax", "bernoulli", "gaussian", "heteroscedastic"}, default "softmax"
+        "bernoulli" uses one output unit. "gaussian" (one learned noise scale) and
+        "heteroscedastic" (a scale per input, the network's second half of outputs) train
+        a regression on a network of your own (``fit(..., net=your_net)``: the loss is
+        built, its noise learned and checkpointed); the settings a regression's
+        ``TrainConfig(...)`` leaves out take :data:`REGRESSION_DEFAULTS` (``mu_init``
+        "copy", ``rho_init`` -5, ``lr`` 3e-3, the complexity cost off for the first fifth
+        of the epochs, ramped in over the next fifth to ``complexity_scale`` 0.01:
+        docs/regression.md says why).
     epochs : int, default 10
     optimizer : {"adam", "sgd"}, default "adam"
         "sgd" is plain gradient descent (no momentum), the paper's update.
@@ -110,10 +128,15 @@ class TrainConfig:
         first fits the data as a point estimate would.
     complexity_ramp : int, default 0
         Epochs after the warm-up over which the complexity cost's weight rises linearly
-        to its full value (:attr:`BBBLoss.complexity_scale`). Until it is full the run
+        to ``complexity_scale`` (:attr:`BBBLoss.complexity_scale`). Until then the run
         minimises a down-weighted free energy, not eq. (2)'s; on a small regression set
         the full cost from the first step can prune the signal away
         (docs/regression.md).
+    complexity_scale : float, default 1.0
+        The complexity cost's weight once ramped in, times :math:`\\pi_i`: 1 is the free
+        energy of eq. (2); below 1 a tempered posterior, narrower than the Bayesian one,
+        which on a small data set keeps the signal the full cost prunes away
+        (docs/regression.md says when and by how much).
     prior : Prior, default ``ScaleMixturePrior(0.5, 1, e^-6)``
         The prior, the object :class:`BBBLoss` takes (a dict as
         :func:`bbb_gluon.make_prior` takes it, as config.json stores it, is turned into
@@ -151,6 +174,7 @@ class TrainConfig:
     complexity: str = "mc"
     complexity_warmup: int = 0
     complexity_ramp: int = 0
+    complexity_scale: float = 1.0
     prior: Prior = field(default_factory=lambda: ScaleMixturePrior(0.5, 1.0, math.exp(-6)))
     mu_init: str = "normal"
     mu_scale: float = 0.1
@@ -178,18 +202,22 @@ class TrainConfig:
         if self.model not in MODELS:
             raise ValueError(f"unknown model {self.model!r}; choose one of {MODELS}")
         # a name here (config.json, the command line): the object answers from here on
-        likelihood = likelihood_of(self.likelihood) if self.likelihood in LIKELIHOODS else None
-        if likelihood is None or not likelihood.classifies:
-            raise ValueError(f"likelihood must be 'softmax' or 'bernoulli' for training, "
-                             f"got {self.likelihood!r}")
+        if self.likelihood not in LIKELIHOODS:
+            raise ValueError(f"unknown likelihood {self.likelihood!r}; choose one of "
+                             f"{LIKELIHOODS}")
         for name in ("epochs", "batch_size", "samples", "log_every"):
             positive_int(name)
         positive_int("eval_samples", 0)
         positive_int("complexity_warmup", 0)
         positive_int("complexity_ramp", 0)
-        if (self.complexity_warmup or self.complexity_ramp) and self.model != "bbb":
-            raise ValueError(f"complexity_warmup and complexity_ramp are settings of the bbb "
-                             f"model, not of {self.model!r}")
+        if isinstance(self.complexity_scale, bool) or not isinstance(
+                self.complexity_scale, numbers.Real) or not 0 < self.complexity_scale <= 1:
+            raise ValueError(f"complexity_scale must lie in (0, 1], got "
+                             f"{self.complexity_scale!r}")
+        if (self.complexity_warmup or self.complexity_ramp or self.complexity_scale != 1) \
+                and self.model != "bbb":
+            raise ValueError(f"complexity_warmup, complexity_ramp and complexity_scale are "
+                             f"settings of the bbb model, not of {self.model!r}")
         positive_int("seed", 0)
         if not isinstance(self.restore_best, bool):
             raise ValueError(f"restore_best must be True or False, got {self.restore_best!r}")
@@ -256,11 +284,12 @@ class TrainConfig:
 
     def complexity_scale_at(self, epoch):
         """The complexity cost's scale in 0-based ``epoch``: 0 in the warm-up, then
-        ``k / (complexity_ramp + 1)`` in the ramp's ``k``-th epoch, then 1."""
+        ``complexity_scale * k / (complexity_ramp + 1)`` in the ramp's ``k``-th epoch,
+        then ``complexity_scale``."""
         if epoch < self.complexity_warmup:
             return 0.0
         k = epoch - self.complexity_warmup + 1
-        return min(1.0, k / (self.complexity_ramp + 1))
+        return self.complexity_scale * min(1.0, k / (self.complexity_ramp + 1))
 
     def lr_at(self, epoch):
         """The learning rate of 0-based ``epoch`` under the decay schedule."""
@@ -293,7 +322,21 @@ def _init(self, *args, **kwargs):
         given = ", ".join(f"{name}={kwargs[name]!r}" for name in moved)
         raise TypeError(f"TrainConfig() takes no {', '.join(moved)}: the built-in MLP's "
                         f"settings are its own, fit(config, train, net=bbb.MLP({given}))")
+    if not args and _regression(kwargs.get("likelihood")) and kwargs.get("model", "bbb") \
+            == "bbb":
+        # The settings left out get the regression's defaults (a stored record or
+        # dataclasses.replace gives every field: they change nothing there).
+        for name, value in REGRESSION_DEFAULTS.items():
+            kwargs.setdefault(name, value)
+        epochs = kwargs.get("epochs", TrainConfig.epochs)
+        if isinstance(epochs, numbers.Integral) and not isinstance(epochs, bool):
+            for name in ("complexity_warmup", "complexity_ramp"):
+                kwargs.setdefault(name, int(epochs * REGRESSION_WARMUP))
     _dataclass_init(self, *args, **kwargs)
+
+
+def _regression(likelihood):
+    return likelihood in LIKELIHOODS and not likelihood_of(likelihood).classifies
 
 
 TrainConfig.__init__ = _init

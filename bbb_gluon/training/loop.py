@@ -68,6 +68,9 @@ class TrainResult:
     best_epoch: int | None
     interrupted: bool = False
     mlp: MLP | None = None  # the package's MLP it trained (None: a network of your own)
+    # A network of your own: the loss it trained with (yours, or the one a regression's
+    # likelihood built: bbb.predict_intervals takes it); None for the package's MLP.
+    loss: gluon.loss.Loss | None = None
 
 
 # The user's one call to train: what to train on what, where to keep it, and how to show
@@ -173,7 +176,7 @@ def fit(config, train, valid=None, *, net=None, run_dir=None, resume=False, prog
     if config.restore_best and not interrupted:
         _restore_best(run, done, best_arrays)
     result = TrainResult(run.net, run.posterior, done.history, config, run.run_dir,
-                         done.best["epoch"], interrupted, run.mlp)
+                         done.best["epoch"], interrupted, run.mlp, run.loss)
     if interrupted:
         exc = TrainingInterrupted(f"training stopped; checkpoint in {run.run_dir}"
                                   if run.run_dir else "training stopped")

@@ -36,7 +36,7 @@ from .checkpoint import (
     set_model_arrays,
 )
 from .config import TrainConfig
-from .model import MLP, as_model, build_model, check_user_model, classes_of
+from .model import MLP, Network, as_model, build_model, check_user_model, classes_of
 
 
 @dataclass
@@ -126,6 +126,7 @@ def prepare(config, train, valid, net, run_dir, resume, options):
     if not isinstance(config, TrainConfig):
         raise TypeError("config must be a TrainConfig")
     mlp, own = as_model(net)
+    own = _regression_network(config, own)
     task = check_user_model(config, own)
     if mlp is not None:
         mlp.check(config)
@@ -168,6 +169,26 @@ def prepare(config, train, valid, net, run_dir, resume, options):
     return _Run(config, mlp, net, posterior, loss, loss_fn, step, trainers, group, ctxs,
                 epoch_batches, num_batches, pi_sum, valid, test, run_dir, latest_path,
                 best_path, setup, record, masks=_draws_masks(net))
+
+
+def _regression_network(config, own):
+    """A regression's network with its loss: the user's, or the one the likelihood's name
+    builds (its noise scale learned, so trained and checkpointed with the network)."""
+    kind = likelihood_of(config.likelihood)
+    if kind.classifies:
+        return own
+    if own is None:
+        raise ValueError(f"likelihood={config.likelihood!r} trains a network of your own, "
+                         f"fit(config, (X, y), net=your_net): the package's MLP is a "
+                         f"classifier")
+    if own.loss is None:
+        loss = kind.loss(noise_sigma=None)
+        loss.initialize(ctx=own.contexts())
+        return Network(own.net, own.posterior, loss)
+    if likelihood_of(own.loss).name != kind.name:
+        raise ValueError(f"config.likelihood is {config.likelihood!r} but the network's loss "
+                         f"is a {type(own.loss).__name__} ({likelihood_of(own.loss).name!r})")
+    return own
 
 
 def _draws_masks(net):

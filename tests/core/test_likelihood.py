@@ -88,8 +88,8 @@ def test_the_training_configuration_asks_the_likelihood_what_fits(name, fits, re
     MLP(num_outputs=fits).check(config)
     with pytest.raises(ValueError, match=f"the {name} likelihood needs num_outputs"):
         MLP(num_outputs=refused).check(config)
-    with pytest.raises(ValueError, match="'softmax' or 'bernoulli' for training"):
-        TrainConfig(likelihood="gaussian")
+    with pytest.raises(ValueError, match="unknown likelihood 'poisson'"):
+        TrainConfig(likelihood="poisson")
 
 
 @pytest.mark.parametrize("name, kind", [

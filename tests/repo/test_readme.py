@@ -5,6 +5,7 @@ import os
 import re
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from bbb_gluon._kernels import fused
@@ -39,6 +40,11 @@ def test_readme_examples_run_and_the_first_takes_the_fast_path():
     for i, block in enumerate(blocks[1:], start=2):
         before = [m.asnumpy().copy() for m in namespace["posterior"].mu()]
         exec(compile(block, f"README.md example {i}", "exec"), namespace)
+        if "predict_intervals" in block:  # the regression's: a network of its own
+            bars, (lower, upper) = namespace["bars"], namespace["bars"].intervals[0.9]
+            assert bars.mean.shape == (200, 1) and np.all(lower < bars.mean)
+            assert np.all(bars.mean < upper) and np.all(bars.noise_std > 0)
+            continue
         after = namespace["posterior"].mu()
         assert any((a.asnumpy() != b).any() for a, b in zip(after, before, strict=True)), i
     history = namespace["result"].history

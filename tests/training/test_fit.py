@@ -22,6 +22,7 @@ import pytest
 from mxnet import gluon
 from mxnet.gluon import nn
 
+import bbb_gluon as bbb
 from bbb_gluon import MLP, Network, RunOptions
 from bbb_gluon._kernels import threads
 from bbb_gluon.core.engines import reference_step
@@ -1572,8 +1573,11 @@ def test_complexity_schedule_by_epoch():
         [0.0, 0.0, 0.25, 0.5, 0.75, 1.0, 1.0]
     assert tiny("bbb").complexity_scale_at(0) == 1.0  # none: the full cost from the start
     assert tiny("bbb", complexity_ramp=1).complexity_scale_at(0) == 0.5
+    tempered = tiny("bbb", complexity_ramp=1, complexity_scale=0.1)
+    assert [tempered.complexity_scale_at(e) for e in range(3)] == [0.05, 0.1, 0.1]
     for bad in ({"complexity_warmup": -1}, {"complexity_ramp": 1.5},
-                {"complexity_warmup": True}):
+                {"complexity_warmup": True}, {"complexity_scale": 0.0},
+                {"complexity_scale": 1.5}, {"complexity_scale": True}):
         with pytest.raises(ValueError, match="complexity_"):
             tiny("bbb", **bad)
     with pytest.raises(ValueError, match="settings of the bbb model, not of 'plain'"):
@@ -1582,7 +1586,7 @@ def test_complexity_schedule_by_epoch():
     d = tiny("bbb", complexity_warmup=2).to_dict()
     assert d["complexity_warmup"] == 2 and TrainConfig.from_dict(d) == tiny(
         "bbb", complexity_warmup=2)
-    del d["complexity_warmup"], d["complexity_ramp"]
+    del d["complexity_warmup"], d["complexity_ramp"], d["complexity_scale"]
     assert TrainConfig.from_dict(d).complexity_warmup == 0
 
 
@@ -1602,3 +1606,77 @@ def test_a_warmup_trains_without_the_complexity_cost_then_ramps_it_in(mnist_300,
     ramped, _ = mu(epochs=3, complexity_warmup=2)
     zero3, _ = mu(epochs=3, weighting=0.0)
     assert any(not np.array_equal(a, b) for a, b in zip(ramped, zero3, strict=True))
+
+
+def test_a_regression_config_takes_the_regression_defaults_it_leaves_out():
+    from bbb_gluon.training.config import REGRESSION_DEFAULTS
+
+    c = TrainConfig(likelihood="gaussian", epochs=1500, batch_size=32)
+    for name, value in REGRESSION_DEFAULTS.items():
+        assert getattr(c, name) == value
+    assert (c.complexity_warmup, c.complexity_ramp) == (300, 300)
+    # what is given wins; a copy or a stored record changes nothing
+    given = TrainConfig(likelihood="heteroscedastic", lr=1e-2, complexity_warmup=0)
+    assert given.lr == 1e-2 and given.complexity_warmup == 0 and given.mu_init == "copy"
+    assert dataclasses.replace(c, epochs=10).complexity_warmup == 300
+    assert TrainConfig.from_dict(c.to_dict()) == c
+    # classification, and the baselines, keep theirs
+    assert TrainConfig().mu_init == "normal" and TrainConfig().complexity_scale == 1.0
+    plain = TrainConfig(model="plain", likelihood="gaussian")
+    assert plain.lr == 1e-3 and plain.complexity_warmup == 0
+
+
+def _gap_set(n=200, seed=0, xmax=2.0):
+    rng = np.random.default_rng(seed)
+    x = (rng.uniform(0.5, xmax, size=n) * rng.choice([-1.0, 1.0], size=n)).astype(
+        np.float32)[:, None]
+    return x, (np.sin(3 * x) + 0.1 * rng.normal(size=x.shape)).astype(np.float32)
+
+
+def _tanh_net(hidden=50, outputs=1):
+    mx.random.seed(0)
+    net = nn.HybridSequential()
+    net.add(nn.Dense(hidden, activation="tanh", in_units=1),
+            nn.Dense(hidden, activation="tanh", in_units=hidden),
+            nn.Dense(outputs, in_units=hidden))
+    net.initialize(mx.init.Xavier())
+    return net
+
+
+def test_a_regression_likelihood_builds_its_loss_for_a_network_of_ones_own(tmp_path):
+    x, y = _gap_set(64)
+    result = fit(TrainConfig(likelihood="gaussian", epochs=3, batch_size=32, eval_samples=0),
+                 (x, y), (x, y), net=_tanh_net(8), run_dir=tmp_path / "run", progress=False)
+    assert isinstance(result.loss, bbb.GaussianNLLLoss) and result.loss.noise_sigma is None
+    assert result.loss.sigma() != 1.0  # its noise scale trained (it starts at 1)
+    assert "valid_loss" in result.history[-1] and result.mlp is None
+    stored = json.loads((tmp_path / "run" / "config.json").read_text())["train"]
+    assert stored["likelihood"] == "gaussian" and stored["mu_init"] == "copy"
+    het = fit(TrainConfig(likelihood="heteroscedastic", epochs=1, batch_size=32),
+              (x, y), net=_tanh_net(8, outputs=2), progress=False)
+    assert isinstance(het.loss, bbb.HeteroscedasticGaussianNLLLoss)
+    with pytest.raises(ValueError, match="the package's MLP is a classifier"):
+        fit(TrainConfig(likelihood="gaussian"), (x, y), progress=False)
+    with pytest.raises(ValueError, match="config.likelihood is 'heteroscedastic' but the "
+                                         "network's loss is a GaussianNLLLoss"):
+        loss = bbb.GaussianNLLLoss(0.1)
+        fit(TrainConfig(likelihood="heteroscedastic", epochs=1), (x, y),
+            net=Network(_tanh_net(8, outputs=2), loss=loss), progress=False)
+
+
+@pytest.mark.slow
+def test_a_small_set_with_a_gap_fits_with_the_regression_defaults():
+    """Issue 58's set: 200 points of sin(3x) + 0.1 noise, a gap at |x| < 0.5, a 1-50-50-1
+    tanh network, TrainConfig(likelihood="gaussian") with only the epochs and batch size
+    given: the mean fits (RMSE within 1.5x the noise on the data), the noise is learned
+    (within 50%), and the weights' spread in the gap is at least twice that on the data."""
+    x, y = _gap_set()
+    result = fit(TrainConfig(likelihood="gaussian", epochs=1500, batch_size=32,
+                             eval_samples=0), (x, y), net=_tanh_net(), progress=False)
+    grid = np.linspace(-2, 2, 201, dtype=np.float32)[:, None]
+    bars = bbb.predict_intervals(result.net, result.posterior, grid, result.loss, samples=100)
+    data, gap = np.abs(grid[:, 0]) >= 0.5, np.abs(grid[:, 0]) < 0.4
+    rmse = np.sqrt(np.mean((bars.mean[data] - np.sin(3 * grid[data])) ** 2))
+    assert rmse <= 0.15
+    assert abs(result.loss.sigma() - 0.1) <= 0.05
+    assert bars.weights_std[gap].mean() >= 2 * bars.weights_std[data].mean()
