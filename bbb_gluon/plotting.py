@@ -425,6 +425,31 @@ def plot_predictive_intervals(y, mean, lower, upper, path=None,
     return _against_diagonal(fig, ax, "true value", "predictive mean", title, path)
 
 
+def plot_regression_bands(x, y, grid, mean, bands, truth=None, path=None,
+                          title="Predictive mean and intervals"):
+    """A 1-D regression: the data ``(x, y)`` as points, the predictive ``mean`` over
+    ``grid`` as a line, and each band of ``bands`` (``{label: (lower, upper)}`` over
+    ``grid``, widest first, as :func:`bbb_gluon.predict_intervals` gives them) shaded;
+    ``truth``, the function without noise over ``grid``, dashed. Returns the Figure (one
+    axis)."""
+    grid, mean = (np.asarray(a, dtype=np.float64).reshape(-1) for a in (grid, mean))
+    fig, ax = plt.subplots(figsize=(6.4, 3.8))
+    for alpha, (label, (lower, upper)) in zip((0.2, 0.35, 0.5, 0.65), bands.items()):
+        ax.fill_between(grid, np.asarray(lower).reshape(-1), np.asarray(upper).reshape(-1),
+                        color="tab:blue", alpha=alpha, linewidth=0, label=label)
+    ax.plot(grid, mean, color="tab:blue", linewidth=1.5, label="predictive mean")
+    if truth is not None:
+        ax.plot(grid, np.asarray(truth).reshape(-1), "k--", linewidth=1, label="truth")
+    ax.plot(np.asarray(x).reshape(-1), np.asarray(y).reshape(-1), "o", color="tab:red",
+            markersize=2.5, alpha=0.7, label="data")
+    ax.set_xlabel("x")
+    ax.set_ylabel("y")
+    ax.set_title(title)
+    ax.legend(fontsize=8, loc="lower left", ncol=2)
+    ax.grid(alpha=0.3)
+    return _laid_out(fig, path)
+
+
 def plot_interval_coverage(levels, coverages, path=None, title="Interval coverage"):
     """Observed coverage of central predictive intervals against their nominal ``levels``;
     ``coverages``: ``{label: one coverage per level}``, as

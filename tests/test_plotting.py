@@ -134,6 +134,20 @@ def test_predictive_intervals_mark_the_misses(tmp_path):
     assert any("misses it (1)" in t for t in labels)
 
 
+def test_regression_bands_shade_each_band_under_the_mean(tmp_path):
+    grid = np.linspace(-1, 1, 21)
+    mean = np.sin(grid)
+    bands = {"90%": (mean - 0.4, mean + 0.4), "50%": (mean - 0.1, mean + 0.1)}
+    fig = plotting.plot_regression_bands(grid[::4], mean[::4], grid, mean, bands,
+                                         truth=np.sin(grid), path=tmp_path / "b.png")
+    check(fig, 1, tmp_path / "b.png")
+    ax = fig.axes[0]
+    assert len(ax.collections) == 2  # one shaded area per band
+    labels = [t.get_text() for t in ax.get_legend().get_texts()]
+    assert labels == ["90%", "50%", "predictive mean", "truth", "data"]
+    np.testing.assert_allclose(ax.get_lines()[0].get_ydata(), mean)
+
+
 def test_interval_coverage_draws_one_line_per_model(tmp_path):
     levels = [0.5, 0.8, 0.95]
     fig = plotting.plot_interval_coverage(levels, {"a": [0.5, 0.8, 0.95],

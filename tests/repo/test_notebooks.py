@@ -35,6 +35,7 @@ NOT_FROM_OUTPUTS = {
     "10_your_own_network": {},
     "11_lower_variance_gradients": {},
     "12_regression_with_error_bars": {},
+    "13_your_own_regression_data": {},
 }
 
 # Summary numbers that are differences of two numbers in the outputs, in points of error:
@@ -169,7 +170,7 @@ def notebook(request):
 
 
 def test_notebooks_found():
-    assert len(NOTEBOOKS) == 12, NOTEBOOKS
+    assert len(NOTEBOOKS) == 13, NOTEBOOKS
     assert set(NOT_FROM_OUTPUTS) == set(NOTEBOOKS)
 
 
