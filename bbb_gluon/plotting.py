@@ -434,7 +434,8 @@ def plot_regression_bands(x, y, grid, mean, bands, truth=None, path=None,
     axis)."""
     grid, mean = (np.asarray(a, dtype=np.float64).reshape(-1) for a in (grid, mean))
     fig, ax = plt.subplots(figsize=(6.4, 3.8))
-    for alpha, (label, (lower, upper)) in zip((0.2, 0.35, 0.5, 0.65), bands.items()):
+    alphas = np.linspace(0.2, 0.6, len(bands)) if len(bands) > 1 else [0.3]
+    for alpha, (label, (lower, upper)) in zip(alphas, bands.items(), strict=True):
         ax.fill_between(grid, np.asarray(lower).reshape(-1), np.asarray(upper).reshape(-1),
                         color="tab:blue", alpha=alpha, linewidth=0, label=label)
     ax.plot(grid, mean, color="tab:blue", linewidth=1.5, label="predictive mean")
