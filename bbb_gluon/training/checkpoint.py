@@ -20,6 +20,7 @@ from .._files import (
     json_array,
     read_nd_file,
 )
+from ..core.likelihood import likelihood_of
 from ..core.posterior import Posterior, PosteriorMismatchError
 from ..core.selection import structural_params
 from .config import ARCH_FIELDS, FREE_FIELDS, TrainConfig, split_record
@@ -305,7 +306,9 @@ def load_run(run_dir, which="best", ctx=None, net=None):
         ``mlp`` (the package MLP's settings, as :meth:`MLP.to_dict`, or None);
         ``format``; and ``optimizer_state_bytes``, the size of the optimiser states the
         checkpoint holds (0 for none). The states themselves stay in the file, where a
-        resumed run reads them.
+        resumed run reads them. ``loss``: a regression's likelihood with its learned noise
+        scale, as ``TrainConfig(likelihood="gaussian")`` built it (for
+        :func:`bbb_gluon.predict_intervals`), else None.
 
     Raises
     ------
@@ -340,8 +343,24 @@ def load_run(run_dir, which="best", ctx=None, net=None):
                    if k.startswith(_POSTERIOR) and k.endswith("_mu")}
         posterior = Posterior(net, seed=config.seed, select=lambda key, _: key in covered) \
             if covered else None
+    loss = _stored_loss(config, arrays, net)
     try:
-        set_model_arrays(arrays, net, posterior, path)
+        set_model_arrays(arrays, net, posterior, path, loss)
     except PosteriorMismatchError as e:
         raise CheckpointError(str(e)) from None
+    meta["loss"] = loss
     return net, posterior, config, meta
+
+
+def _stored_loss(config, arrays, net):
+    """A regression's loss with its learned noise, as the run built it from the
+    likelihood's name (None for anything else: a classifier, a loss of the user's)."""
+    kind = likelihood_of(config.likelihood)
+    if kind.classifies:
+        return None
+    loss = kind.loss(noise_sigma=None)
+    stored = any(k.startswith(_LOSS) for k in arrays)
+    if bool(list(loss.collect_params().values())) != stored:
+        return None  # the user's own loss (a fixed noise scale, say): theirs to give
+    loss.initialize(ctx=next(iter(net.collect_params().values())).list_ctx())
+    return loss

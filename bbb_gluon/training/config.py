@@ -87,8 +87,10 @@ class TrainConfig:
     likelihood : {"softmax", "bernoulli", "gaussian", "heteroscedastic"}, default "softmax"
         "bernoulli" uses one output unit. "gaussian" (one learned noise scale) and
         "heteroscedastic" (a scale per input, the network's second half of outputs) train
-        a regression on a network of your own (``fit(..., net=your_net)``: the loss is
-        built, its noise learned and checkpointed); the settings a regression's
+        a regression, on the package's MLP (``MLP(num_inputs=..., num_outputs=...)``:
+        one output per target, two under "heteroscedastic") or a network of your own; the
+        loss is built, its noise learned and checkpointed (``TrainResult.loss``,
+        ``load_run``'s ``meta["loss"]``); the settings a regression's
         ``TrainConfig(...)`` leaves out take :data:`REGRESSION_DEFAULTS` (``mu_init``
         "copy", ``rho_init`` -5, ``lr`` 3e-3, the complexity cost off for the first fifth
         of the epochs, ramped in over the next fifth to ``complexity_scale`` 0.01:

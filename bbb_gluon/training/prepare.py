@@ -159,9 +159,9 @@ def prepare(config, train, valid, net, run_dir, resume, options):
     epoch_batches, num_batches = _batches(train, config, ctxs[0])
 
     record = config.record(own_posterior=own is not None and own.posterior is not None)
-    loss = own.loss if own is not None else None
+    loss = own.loss if own is not None else _mlp_loss(config, ctxs)
     net, posterior, loss_fn, step, trainers, pi_sum = _model(
-        config, mlp, own, ctxs, group, kvstore, num_batches)
+        config, mlp, own, ctxs, group, kvstore, num_batches, loss)
     setup = {"engine": step.engine,
              "contexts": [str(c) for c in ctxs],
              "network": "mlp" if task is None else "user",
@@ -171,16 +171,23 @@ def prepare(config, train, valid, net, run_dir, resume, options):
                 best_path, setup, record, masks=_draws_masks(net))
 
 
-def _regression_network(config, own):
-    """A regression's network with its loss: the user's, or the one the likelihood's name
-    builds (its noise scale learned, so trained and checkpointed with the network)."""
+def _mlp_loss(config, ctxs):
+    """The loss of a regression on the package's MLP (its noise scale learned, trained
+    and checkpointed with the network); None for a classifier."""
     kind = likelihood_of(config.likelihood)
     if kind.classifies:
+        return None
+    loss = kind.loss(noise_sigma=None)
+    loss.initialize(ctx=ctxs)
+    return loss
+
+
+def _regression_network(config, own):
+    """A regression's network of the user's with its loss: theirs, or the one the
+    likelihood's name builds (its noise scale learned, so trained and checkpointed)."""
+    kind = likelihood_of(config.likelihood)
+    if kind.classifies or own is None:
         return own
-    if own is None:
-        raise ValueError(f"likelihood={config.likelihood!r} trains a network of your own, "
-                         f"fit(config, (X, y), net=your_net): the package's MLP is a "
-                         f"classifier")
     if own.loss is None:
         loss = kind.loss(noise_sigma=None)
         loss.initialize(ctx=own.contexts())
@@ -232,14 +239,14 @@ def _run_folder(run_dir, resume, writer):
     return run_dir, latest_path, best_path
 
 
-def _model(config, mlp, own, ctxs, group, kvstore, num_batches):
-    """The network and posterior (the MLP built, or the user's), the likelihood, the step
-    and its Trainer, over everything the step trains (a one-element list)."""
+def _model(config, mlp, own, ctxs, group, kvstore, num_batches, loss):
+    """The network and posterior (the MLP built, or the user's), the likelihood (``loss``,
+    or the classifier's its name gives), the step and its Trainer, over everything the
+    step trains (a one-element list)."""
     if own is None:
         net, posterior = build_model(config, mlp, ctxs)
-        loss = None
     else:
-        net, posterior, loss = own.net, own.posterior, own.loss
+        net, posterior = own.net, own.posterior
     if own is not None and config.model == "bbb" and posterior is None:
         posterior = Posterior(net, mu_init=config.mu_init, mu_scale=config.mu_scale,
                               rho_init=config.rho_init, seed=config.seed)
@@ -319,6 +326,22 @@ def write_config(run, record, machines):
                                   "machines": machines}, indent=1))
 
 
+def _mlp_targets(name, y, X, mlp, kind):
+    """An MLP regression's targets as float32 ``(N, D)``: D the outputs' means (a
+    heteroscedastic likelihood's outputs are the means, then the scales); ``(N,)`` is
+    taken for one target."""
+    width = mlp.num_outputs // (2 if kind.name == "heteroscedastic" else 1)
+    if y.ndim == 1 and width == 1:
+        y = y.reshape(-1, 1)
+    if y.shape != (len(X), width):
+        raise ValueError(f"{name} targets must have shape ({len(X)}, {width}) for "
+                         f"MLP(num_outputs={mlp.num_outputs}) under the {kind.name} "
+                         f"likelihood, got {y.shape}")
+    if not np.isfinite(y).all():
+        raise ValueError(f"{name} targets contain NaN or infinity")
+    return y.astype(np.float32, copy=False)
+
+
 # prepare's view of the user's input, handed on as it came.
 def _check_arrays(name, X, y, config, mlp, task=None, net=None, ctx=None):
     """``task``: None for the package's ``mlp``; for a user's ``net`` ``("classes", None)``
@@ -337,8 +360,11 @@ def _check_arrays(name, X, y, config, mlp, task=None, net=None, ctx=None):
         raise ValueError(f"the {name} inputs hold no examples (shape {X.shape})")
     if not np.isfinite(X).all():
         raise ValueError(f"{name} inputs contain NaN or infinity")
+    kind = likelihood_of(config.likelihood)
+    if task is None and not kind.classifies:  # the MLP's regression
+        return X.astype(np.float32, copy=False), _mlp_targets(name, y, X, mlp, kind)
     if task is None:
-        classes = likelihood_of(config.likelihood).num_classes(mlp.num_outputs)
+        classes = kind.num_classes(mlp.num_outputs)
     else:
         classes = classes_of(net, X, ctx, config.likelihood, f"the {name} inputs")
     if task is not None and task[0] == "targets":

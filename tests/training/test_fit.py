@@ -1655,13 +1655,39 @@ def test_a_regression_likelihood_builds_its_loss_for_a_network_of_ones_own(tmp_p
     het = fit(TrainConfig(likelihood="heteroscedastic", epochs=1, batch_size=32),
               (x, y), net=_tanh_net(8, outputs=2), progress=False)
     assert isinstance(het.loss, bbb.HeteroscedasticGaussianNLLLoss)
-    with pytest.raises(ValueError, match="the package's MLP is a classifier"):
-        fit(TrainConfig(likelihood="gaussian"), (x, y), progress=False)
     with pytest.raises(ValueError, match="config.likelihood is 'heteroscedastic' but the "
                                          "network's loss is a GaussianNLLLoss"):
         loss = bbb.GaussianNLLLoss(0.1)
         fit(TrainConfig(likelihood="heteroscedastic", epochs=1), (x, y),
             net=Network(_tanh_net(8, outputs=2), loss=loss), progress=False)
+
+
+@pytest.mark.parametrize("likelihood, outputs", [("gaussian", 1), ("heteroscedastic", 2)])
+def test_the_packages_mlp_trains_a_regression_and_load_run_gives_its_noise(
+        tmp_path, likelihood, outputs):
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(300, 3)).astype(np.float32)
+    y = (X @ np.array([1.0, -2.0, 0.5]) + 0.1 * rng.normal(size=300)).astype(np.float32)
+    mlp = MLP(hidden=(16,), num_inputs=3, num_outputs=outputs)
+    config = TrainConfig(likelihood=likelihood, epochs=4, batch_size=50, eval_samples=0)
+    result = fit(config, (X[:250], y[:250]), (X[250:], y[250:]), net=mlp,
+                 run_dir=tmp_path / "run", progress=False)
+    assert result.mlp == mlp and "valid_loss" in result.history[-1]
+    net, posterior, stored, meta = load_run(tmp_path / "run", which="latest")
+    assert stored == config and type(meta["loss"]) is type(result.loss)
+    with bbb.use_means(result.net, result.posterior):
+        a = bbb.predict_intervals(result.net, None, X[250:], result.loss)
+    with bbb.use_means(net, posterior):
+        b = bbb.predict_intervals(net, None, X[250:], meta["loss"])
+    np.testing.assert_array_equal(a.mean, b.mean)  # the same network back
+    np.testing.assert_array_equal(a.noise_std, b.noise_std)  # and the same noise
+    with pytest.raises(ValueError, match=r"training targets must have shape \(250, 1\)"):
+        fit(config, (X[:250], np.stack([y[:250]] * 2, axis=1)), net=MLP(
+            hidden=(16,), num_inputs=3, num_outputs=outputs), progress=False)
+    if likelihood == "heteroscedastic":
+        with pytest.raises(ValueError, match="num_outputs even"):
+            fit(config, (X, y), net=MLP(hidden=(16,), num_inputs=3, num_outputs=3),
+                progress=False)
 
 
 @pytest.mark.slow
