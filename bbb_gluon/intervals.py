@@ -15,7 +15,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .core.likelihood import GaussianNLLLoss, HeteroscedasticGaussianNLLLoss, likelihood_of
-from .metrics import mixture_intervals
+from .metrics import gaussian_scores, mixture_intervals
 from .prediction import predict_proba, predict_samples
 
 __all__ = ["Intervals", "predict_intervals"]
@@ -27,7 +27,8 @@ class Intervals:
     targets' own scale: ``mean`` (the predictive's), ``weights_std`` (the spread of the
     means over weight samples), ``noise_std`` (the root mean noise variance), ``std``
     (the predictive's, the two combined), ``intervals`` (``{level: (lower, upper)}``,
-    the mixture's central intervals) and ``samples`` (the weight samples drawn)."""
+    the mixture's central intervals), ``samples`` (the weight samples drawn), and the
+    mixture itself: ``sample_means`` and ``sample_stds``, ``(samples, N, D)``."""
 
     mean: np.ndarray
     weights_std: np.ndarray
@@ -35,6 +36,18 @@ class Intervals:
     std: np.ndarray
     intervals: dict
     samples: int
+    sample_means: np.ndarray
+    sample_stds: np.ndarray
+
+    def scores(self, y, level=0.95):
+        """The predictive scored against targets ``y`` (``(N, D)`` or ``(N,)``, on the
+        same scale): ``{"rmse", "log_likelihood", "coverage", "level"}`` as
+        :func:`bbb_gluon.metrics.gaussian_scores` gives them (over every target)."""
+        y = np.asarray(y, dtype=np.float64).reshape(len(self.mean), -1)
+        n, d = y.shape
+        f = self.sample_means.reshape(self.samples, n * d)
+        s = self.sample_stds.reshape(self.samples, n * d)
+        return gaussian_scores(f, y.reshape(-1), s, level=level)
 
 
 def predict_intervals(net, posterior, X, loss, samples=100, levels=(0.5, 0.9, 0.95),
@@ -92,4 +105,4 @@ def predict_intervals(net, posterior, X, loss, samples=100, levels=(0.5, 0.9, 0.
     bands = mixture_intervals(f, s, levels)
     return Intervals(mean=f.mean(axis=0), weights_std=np.sqrt(weights_var),
                      noise_std=np.sqrt(noise_var), std=np.sqrt(weights_var + noise_var),
-                     intervals=bands, samples=f.shape[0])
+                     intervals=bands, samples=f.shape[0], sample_means=f, sample_stds=s)

@@ -62,6 +62,11 @@ def test_the_noise_follows_the_input_and_the_intervals_cover(heteroscedastic_fit
         assert np.all(lower < r.mean) and np.all(r.mean < upper)
         covered = np.mean((y >= lower) & (y <= upper))
         assert abs(covered - level) < 0.08, (level, covered)
+        # the scores' coverage is the same count, made from the mixture's CDF
+        assert r.scores(y, level=level)["coverage"] == pytest.approx(covered, abs=2e-3)
+    scores = r.scores(y)
+    assert scores["rmse"] == pytest.approx(np.sqrt(np.mean((r.mean - y) ** 2)))
+    assert scores["log_likelihood"] > 0  # noise far below 1: densities above 1
 
 
 def test_the_original_scale_and_a_learned_single_noise(heteroscedastic_fit):

@@ -5,10 +5,10 @@ options and its run), under one parser whose errors are one line.
 import argparse
 import textwrap
 
-from . import bandit, compare, demo, evaluate, launch, prune, train, weights
+from . import bandit, compare, demo, evaluate, launch, prune, regress, train, weights
 from .common import EXIT_USAGE
 
-COMMANDS = (train, evaluate, prune, compare, weights, bandit, launch, demo)
+COMMANDS = (train, regress, evaluate, prune, compare, weights, bandit, launch, demo)
 
 
 class _HelpFormatter(argparse.HelpFormatter):

@@ -11,7 +11,8 @@ toy problems, read offline with clear errors.
 * ``load_mushroom`` reads the UCI Mushroom data set for the contextual bandit of
   ``bbb_gluon.bandit`` (``mushroom``);
 * ``load_uci(name, split)`` reads one standard train/test split of a UCI regression
-  dataset, standardised with its training rows' statistics (``uci``);
+  dataset, standardised with its training rows' statistics (``uci``); ``load_table(path,
+  target)`` a CSV file of your own, split and standardised the same way (``table``);
 * ``two_moons`` and ``regression_curve`` generate the small synthetic problems of the
   tutorials (``toy``);
 * ``require_datasets(name, ...)`` stops a notebook or script at once, with one message
@@ -29,6 +30,7 @@ from .loader import ArrayLoader
 from .mushroom import MUSHROOM_FILE, Mushrooms, load_mushroom
 from .require import require_datasets
 from .splits import PixelTransform, Splits, load_dataset
+from .table import load_table
 from .toy import regression_curve, two_moons
 from .uci import UCI_DATASETS, UCISplit, load_uci
 
@@ -54,4 +56,5 @@ __all__ = [
     "UCI_DATASETS",
     "UCISplit",
     "load_uci",
+    "load_table",
 ]

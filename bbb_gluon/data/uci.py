@@ -202,15 +202,25 @@ def load_uci(name, split=0, root: str | os.PathLike | None = None, *,
         shuffled = rng.permutation(train)
         held = max(1, int(round(validation * len(train))))
         train, test = np.sort(shuffled[held:]), np.sort(shuffled[:held])
+    return standardised_split(short, split, X, y, train, test, hidden, epochs,
+                              None if validation is None else float(validation))
+
+
+def standardised_split(name, split, X, y, train, test, hidden, epochs, validation=None):
+    """A :class:`UCISplit` of the rows ``train`` and ``test`` of ``X`` (n, features) and
+    ``y`` (n, 1), both standardised with the training rows' statistics."""
     x_mean, x_std = X[train].mean(axis=0), X[train].std(axis=0)
     # A constant column (naval has two) is divided by 1: its float64 deviation is 0 or
     # rounding (2e-13), which would blow rounding up into a feature.
     x_std = np.where(x_std <= 1e-9 * np.maximum(1.0, np.abs(x_mean)), 1.0, x_std)
     y_mean, y_std = float(y[train].mean()), float(y[train].std())
+    if not y_std > 0:
+        raise DataFileError(f"{name}: the training targets are all {y_mean:g}: nothing to "
+                            "regress")
 
     def scaled(a, mean, std):
         return ((a - mean) / std).astype(np.float32)
-    return UCISplit(short, int(split), scaled(X[train], x_mean, x_std),
+    return UCISplit(name, int(split), scaled(X[train], x_mean, x_std),
                     scaled(y[train], y_mean, y_std), scaled(X[test], x_mean, x_std),
                     scaled(y[test], y_mean, y_std), x_mean, x_std, y_mean, y_std, hidden,
-                    epochs, None if validation is None else float(validation))
+                    epochs, validation)

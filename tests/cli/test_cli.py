@@ -22,6 +22,7 @@ import time
 from pathlib import Path
 
 import mxnet as mx
+import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -1175,3 +1176,66 @@ def test_each_error_the_command_line_reports_in_one_line_is_where_it_looks_for_i
     for name, module in ERROR_HOMES.items():
         error = getattr(importlib.import_module(f"bbb_gluon.{module}"), name)
         assert issubclass(error, Exception) and error.__module__ == f"bbb_gluon.{module}"
+
+
+def test_regress_trains_a_uci_split_and_writes_its_scores(uci_root, tmp_path):
+    out = tmp_path / "yacht"
+    status, stdout, stderr = run_in_process(
+        ["regress", "--uci", "yacht", "--split", "0", "--epochs", "5", "--samples", "20",
+         "--data-dir", str(uci_root), "--out", str(out), "--no-progress"])
+    assert status == 0, stderr
+    metrics = json.loads((out / "metrics.json").read_text())
+    assert metrics["test_rows"] == 31 and math.isfinite(metrics["log_likelihood"])
+    assert metrics["rmse"] > 0 and set(metrics["coverage"]) == {"0.5", "0.9", "0.95"}
+    assert (out / "intervals.png").read_bytes().startswith(PNG_SIGNATURE)
+    stored = json.loads((out / "config.json").read_text())
+    assert stored["train"]["likelihood"] == "gaussian" and stored["mlp"]["num_inputs"] == 6
+    assert stored["data"]["uci"] == "yacht" and stored["machines"][0]["threads"]
+    assert f"test RMSE {metrics['rmse']:.3f}" in stdout
+    # the run loads back with its learned noise
+    _, _, _, meta = load_run(out, which="latest")
+    assert meta["loss"].sigma() > 0
+
+
+def test_regress_trains_on_a_csv_file_of_ones_own(tmp_path):
+    rng = np.random.default_rng(0)
+    x = rng.uniform(-1, 1, size=(120, 2))
+    y = x[:, 0] - 2 * x[:, 1] + 0.1 * rng.normal(size=120)
+    table = tmp_path / "mine.csv"
+    table.write_text("a,b,price\n" + "\n".join(f"{p},{q},{t}" for (p, q), t in zip(
+        x, y, strict=True)) + "\n")
+    out = tmp_path / "run"
+    status, _, stderr = run_in_process(
+        ["regress", "--csv", str(table), "--target", "price", "--likelihood",
+         "heteroscedastic", "--epochs", "3", "--samples", "10", "--out", str(out),
+         "--no-progress"])
+    assert status == 0, stderr
+    assert json.loads((out / "metrics.json").read_text())["test_rows"] == 12
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--uci", "housing"], "unknown UCI set 'housing'"),
+    (["--uci", "yacht", "--split", "20"], "--split 20: yacht has splits 0 to 19"),
+    (["--uci", "protein", "--split", "5"], "protein has splits 0 to 4"),
+    ([], "give one of --uci NAME"),
+    (["--csv", "x.csv"], "--csv needs --target COLUMN"),
+    (["--uci", "yacht", "--target", "y"], "--target goes with --csv"),
+    (["--uci", "yacht", "--epochs", "0"], "--epochs must be >= 1"),
+    (["--csv", "MISSING.csv", "--target", "y"], "cannot read it"),
+])
+def test_regress_refuses_bad_input_in_one_line(tmp_path, argv, message):
+    argv = [a.replace("MISSING", str(tmp_path / "missing")) for a in argv]
+    status, _, stderr = run_in_process(["regress", *argv, "--out", str(tmp_path / "r")])
+    assert_usage_error(status, stderr, re.escape(message))
+    assert not (tmp_path / "r" / "config.json").exists()
+
+
+def test_regress_names_a_csv_cell_that_is_not_a_number(tmp_path):
+    table = tmp_path / "bad.csv"
+    table.write_text("a,y\n" + "\n".join(f"{i},{i}" for i in range(11)) + "\nx,1\n")
+    status, _, stderr = run_in_process(["regress", "--csv", str(table), "--target", "y",
+                                        "--out", str(tmp_path / "r")])
+    assert_usage_error(status, stderr, r"row 13, column 'a': 'x' is not a number")
+    status, _, stderr = run_in_process(["regress", "--csv", str(table), "--target", "price",
+                                        "--out", str(tmp_path / "r")])
+    assert_usage_error(status, stderr, r"no column named 'price' \(its columns: a, y\)")
