@@ -248,6 +248,10 @@ def load_test_split(run_dir, seed, data_dir=None):
     from . import data
 
     stored = read_run_config(run_dir)
+    if stored["data"].get("uci") or stored["data"].get("csv"):
+        raise RunFolderError(f"{run_dir} is a regression run (bbb-gluon regress): its "
+                             f"metrics.json holds its test scores; evaluate and prune read "
+                             f"image classifiers")
     try:
         settings = {k: stored["data"][k] for k in ("dataset", "transform", "num_valid",
                                                    "subset")}

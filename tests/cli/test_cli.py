@@ -1195,6 +1195,10 @@ def test_regress_trains_a_uci_split_and_writes_its_scores(uci_root, tmp_path):
     # the run loads back with its learned noise
     _, _, _, meta = load_run(out, which="latest")
     assert meta["loss"].sigma() > 0
+    # the classifiers' commands say what the folder is instead of failing on it
+    for command in ("evaluate", "prune"):
+        status, _, stderr = run_in_process([command, str(out)])
+        assert_usage_error(status, stderr, "is a regression run \\(bbb-gluon regress\\)")
 
 
 def test_regress_trains_on_a_csv_file_of_ones_own(tmp_path):
