@@ -102,9 +102,10 @@ class FusedBBBStep:
     Parameters
     ----------
     forward : callable
-        ``forward(weights, ctx, X)``: the network's output on ``X`` with ``weights`` (one
-        array per posterior key, on ``ctx``) in place of its own, recorded by autograd
-        (:func:`bbb_gluon.core.engines.forward_with` builds it). The kernels never touch the
+        ``forward(weights, ctx, X, aux=None, noise=None)``: the network's output on ``X``
+        with ``weights`` (one array per posterior key, on ``ctx``) in place of its own,
+        recorded by autograd; ``aux`` and ``noise``: what the layers under an estimator
+        take beside the weights (:func:`bbb_gluon.core.engines.forward_with` builds it). The kernels never touch the
         network itself.
     posterior, trainer
         The trainer trains the posterior's parameters and may train others (the
@@ -275,9 +276,9 @@ class FusedBBBStep:
         self._update = plan
         return plan
 
-    # Nine parameters: the arrays of one update, each one input of the bbb_update kernel
-    # (``grads``: the likelihood's gradients w.r.t. the weights and, per key under an
-    # estimator, w.r.t. its perturbation or variance).
+    # Eleven parameters: the update's plan, the arrays of one update, each one input of the
+    # bbb_update kernel (``grads``: the likelihood's gradients w.r.t. the weights and, per
+    # key under an estimator, w.r.t. its perturbation or variance), and the two switches.
     def _fused_update(self, plan, grads, ws, noise, mus, rhos, scale, step_size, guard,
                       cost=False, check=None):
         """The gradient kernel and the optimiser's step on every layer: the bookkeeping

@@ -176,8 +176,8 @@ class BBBLoss(Loss):
     - **loss**: shape ``(B,)``.
     """
 
-    # Eight parameters: Gluon's two (weight, batch_axis), the prior and likelihood, and
-    # the weighting's settings, keyword-only past the first two.
+    # Nine parameters: Gluon's two (weight, batch_axis), the prior and likelihood, the
+    # complexity cost's kind and weighting, and the checks; keyword-only past the first two.
     def __init__(self, prior, likelihood=None, *, complexity="mc", weighting="uniform",
                  num_batches=None, skip_below=2.0**-60, validate=False, weight=None,
                  batch_axis=0, **kwargs):

@@ -122,11 +122,13 @@ class BBBStep:
         :func:`bbb_gluon.core.estimators.plan`.
     engine : {"auto", "fused", "reference"}, default "auto"
         "auto" takes the fused kernels where they can run (CPU contexts, kernels built,
-        a scale-mixture prior with the Monte-Carlo cost or a Gaussian prior, a loss
-        without a global ``weight``), else the reference operators. The fused kernels
-        update :math:`\mu` and :math:`\rho` inside the gradient pass and never write
-        their ``.grad()`` arrays (they stay zero); to read the gradients, run
-        ``engine="reference"``.
+        a prior the kernel has code for: :meth:`Prior.fused_attrs`, the Gaussian, the
+        Laplace and the scale mixture with the Monte-Carlo cost; a loss without a global
+        ``weight``), else the reference operators. Where the Trainer is one device's
+        float32 Adam or SGD, the fused kernels update :math:`\mu` and :math:`\rho`
+        inside the gradient pass and do not write their ``.grad()`` arrays (they stay
+        zero); elsewhere they write them and the Trainer updates as usual. To read the
+        gradients whatever the Trainer, run ``engine="reference"``.
     loss_reduction : {"mean", "sum"}, default "mean"
         The optimiser follows the gradient of the batch's mean cost (Gluon's convention,
         ``trainer.step(batch_size)``) or of its sum (the paper's, ``trainer.step(1)``).
