@@ -428,3 +428,18 @@ def test_one_route_rules(code, ok):
     top, submodules = top_level_names(), documented_submodules()
     assert {"fit", "use_weights", "BBBStep"} <= top and {"data", "training"} <= submodules
     assert (not second_routes(nb, top, submodules)) == ok, code
+
+
+def test_the_guard_cells_are_hidden_from_a_reader(notebook):
+    """The cells that check a run for nbval (``# NBVAL_CHECK_OUTPUT``, printing "checks
+    passed") run in CI and in Jupyter but are no part of the lesson: the docs site drops
+    them (myst-nb's ``remove-cell`` tag) and JupyterLab shows them collapsed."""
+    name, nb = notebook
+    guards = [c for c in nb["cells"] if c["cell_type"] == "code" and CHECK_MARK in _source(c)
+              and "".join("".join(o.get("text", "")) for o in c.get("outputs", []))
+              .startswith("checks passed")]
+    assert guards, f"{name} has no guard cell"
+    for cell in guards:
+        meta = cell.get("metadata", {})
+        assert "remove-cell" in meta.get("tags", []), name
+        assert meta.get("jupyter", {}).get("source_hidden") is True, name
