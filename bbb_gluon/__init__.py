@@ -94,7 +94,8 @@ def _load(module):
 
 
 def _prior_names():
-    # Every prior class of core/priors.py (a new one is public here at once) and make_prior.
+    # The names core/priors.py lists in its __all__ (its prior classes and make_prior): a
+    # new prior class is public here once it is added there.
     return list(_load(".core.priors").__all__)
 
 

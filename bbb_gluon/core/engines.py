@@ -105,8 +105,8 @@ class FusedBBBStep:
         ``forward(weights, ctx, X, aux=None, noise=None)``: the network's output on ``X``
         with ``weights`` (one array per posterior key, on ``ctx``) in place of its own,
         recorded by autograd; ``aux`` and ``noise``: what the layers under an estimator
-        take beside the weights (:func:`bbb_gluon.core.engines.forward_with` builds it). The kernels never touch the
-        network itself.
+        take beside the weights (:func:`bbb_gluon.core.engines.forward_with` builds it).
+        The kernels never touch the network itself.
     posterior, trainer
         The trainer trains the posterior's parameters and may train others (the
         network's deterministic ones, a learned noise scale): those get their gradients
@@ -134,6 +134,7 @@ class FusedBBBStep:
                        if id(p) not in ours and p.grad_req != "null"]
         self._buffers, self._drawn = {}, {}
         self._update = None  # the fused update's plan, decided at the first step
+        self._sums = []  # the other parameters' gradients summed over a step's samples
         # Per key: 0 shared sample, 1 Flipout, 2 local reparameterisation (bbb_draw's aux)
         self.estimators = key_estimators(rules, len(posterior.keys))
         self.modes = [e.mode for e in self.estimators]

@@ -24,7 +24,7 @@ from .estimators import KeptInputs, aux_arrays, key_modes
 from .layer_forward import LayerForward
 from .sampling import swapper, use_weights
 
-__all__ = ["EstimatorForward", "LayerForward", "perturbed", "swapped", "sample_noise"]
+__all__ = ["EstimatorForward", "perturbed", "swapped", "sample_noise"]
 
 # The traced graph's input for the examples (a name no Gluon parameter takes).
 _X_NAME = "bbb_gluon_examples"

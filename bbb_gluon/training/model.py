@@ -196,8 +196,7 @@ def build_model(config, mlp, ctxs):
 
 def check_user_model(config, own):
     """What the labels must be for a user's ``Network``: None (the package's MLP),
-    ("classes", None) for integer labels, ("targets", None) for real values; errors before
-    any work."""
+    "classes" for integer labels, "targets" for real values; errors before any work."""
     if own is None:
         return None
     net, posterior, loss = own.net, own.posterior, own.loss
@@ -216,7 +215,7 @@ def check_user_model(config, own):
         except Exception:
             raise ValueError(f"the loss's parameter {name!r} has no value yet: call "
                              "loss.initialize() before fit") from None
-    return ("classes", None) if loss is None else ("targets", None)
+    return "classes" if loss is None else "targets"
 
 
 def classes_of(net, X, ctx, likelihood, name):

@@ -344,9 +344,9 @@ def _mlp_targets(name, y, X, mlp, kind):
 
 # prepare's view of the user's input, handed on as it came.
 def _check_arrays(name, X, y, config, mlp, task=None, net=None, ctx=None):
-    """``task``: None for the package's ``mlp``; for a user's ``net`` ``("classes", None)``
-    (integer labels below its output's width, or 2 for one Bernoulli logit) or
-    ``("targets", None)`` (real-valued targets of any shape). A user's network takes the
+    """``task``: None for the package's ``mlp``; for a user's ``net`` "classes" (integer
+    labels below its output's width, or 2 for one Bernoulli logit) or "targets"
+    (real-valued targets of any shape). A user's network takes the
     first example on ``ctx``, or the inputs are refused naming ``name``."""
     X = as_array(X, f"the {name} inputs")
     y = as_array(y, f"the {name} labels")
@@ -367,7 +367,7 @@ def _check_arrays(name, X, y, config, mlp, task=None, net=None, ctx=None):
         classes = kind.num_classes(mlp.num_outputs)
     else:
         classes = classes_of(net, X, ctx, config.likelihood, f"the {name} inputs")
-    if task is not None and task[0] == "targets":
+    if task == "targets":
         if y.ndim < 1 or len(y) != len(X):
             raise ValueError(f"{name} targets must have one row per input ({len(X)}), got "
                              f"shape {y.shape}")
