@@ -103,10 +103,9 @@ class FusedBBBStep:
     ----------
     forward : callable
         ``forward(weights, ctx, X, aux=None, noise=None)``: the network's output on ``X``
-        with ``weights`` (one array per posterior key, on ``ctx``) in place of its own,
-        recorded by autograd; ``aux`` and ``noise``: what the layers under an estimator
-        take beside the weights (:func:`bbb_gluon.core.engines.forward_with` builds it).
-        The kernels never touch the network itself.
+        with ``weights`` (one array per posterior key, on ``ctx``) in place of its own and
+        what the estimators' layers take beside them, recorded by autograd (built by
+        :func:`bbb_gluon.core.engines.forward_with`; the kernels never touch the network).
     posterior, trainer
         The trainer trains the posterior's parameters and may train others (the
         network's deterministic ones, a learned noise scale): those get their gradients
@@ -133,8 +132,8 @@ class FusedBBBStep:
         self.others = [p for p in _trainer.params(trainer)
                        if id(p) not in ours and p.grad_req != "null"]
         self._buffers, self._drawn = {}, {}
-        self._update = None  # the fused update's plan, decided at the first step
-        self._sums = []  # the other parameters' gradients summed over a step's samples
+        self._update, self._sums = None, []  # the update's plan (at the first step); the
+        # other parameters' gradients summed over a step's samples
         # Per key: 0 shared sample, 1 Flipout, 2 local reparameterisation (bbb_draw's aux)
         self.estimators = key_estimators(rules, len(posterior.keys))
         self.modes = [e.mode for e in self.estimators]
@@ -277,9 +276,8 @@ class FusedBBBStep:
         self._update = plan
         return plan
 
-    # Eleven parameters: the update's plan, the arrays of one update, each one input of the
-    # bbb_update kernel (``grads``: the likelihood's gradients w.r.t. the weights and, per
-    # key under an estimator, w.r.t. its perturbation or variance), and the two switches.
+    # Eleven parameters: the plan, each array one input of bbb_update (``grads``: d weights
+    # and, under an estimator, d its perturbation or variance), and the two switches.
     def _fused_update(self, plan, grads, ws, noise, mus, rhos, scale, step_size, guard,
                       cost=False, check=None):
         """The gradient kernel and the optimiser's step on every layer: the bookkeeping
