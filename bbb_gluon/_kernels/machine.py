@@ -15,6 +15,7 @@ and :func:`differences` says what differs between two records. Reading it runs n
 operator.
 """
 
+import functools
 import json
 import os
 import platform
@@ -80,6 +81,7 @@ def build_flags():
     return ["-O3", *arch, "-fno-fast-math", "-ffp-contract=off"]
 
 
+@functools.cache  # a subprocess: once per process, not once per fit
 def _compiler_version():
     from .build import compiler  # build imports MXNet: only when a record is asked for
 
