@@ -189,6 +189,41 @@ def test_exceptions_are_still_in_the_summary(notebook):
     assert not stale, f"{name}: listed but not in the summary: {sorted(stale)}"
 
 
+# Short cells (issue 62): a summary a learner reads in a minute (the exercises in a cell of
+# their own), no wall of markdown, no code cell longer than a screen. Words: text.split().
+MAX_SUMMARY_WORDS = 160
+MAX_MARKDOWN_WORDS = 210
+MAX_CODE_LINES = 40
+
+
+def _words(text):
+    return len(text.split())
+
+
+def test_summaries_are_short(notebook):
+    name, nb = notebook
+    summaries = [_source(c).lstrip() for c in nb["cells"]
+                 if c["cell_type"] == "markdown" and _source(c).lstrip().startswith("## Summary")]
+    assert summaries, f"{name}: no '## Summary' cell"
+    for text in summaries:
+        words = _words(text[len("## Summary"):])   # the whole cell but its heading
+        assert words <= MAX_SUMMARY_WORDS, f"{name}: a summary of {words} words"
+
+
+def test_markdown_cells_are_short(notebook):
+    name, nb = notebook
+    long_ = [(c.get("id", i), _words(_source(c))) for i, c in enumerate(nb["cells"])
+             if c["cell_type"] == "markdown" and _words(_source(c)) > MAX_MARKDOWN_WORDS]
+    assert not long_, f"{name}: markdown cells (id, words) over {MAX_MARKDOWN_WORDS}: {long_}"
+
+
+def test_code_cells_are_short(notebook):
+    name, nb = notebook
+    long_ = [(c.get("id", i), len(_source(c).splitlines())) for i, c in enumerate(nb["cells"])
+             if c["cell_type"] == "code" and len(_source(c).splitlines()) > MAX_CODE_LINES]
+    assert not long_, f"{name}: code cells (id, lines) over {MAX_CODE_LINES}: {long_}"
+
+
 def test_each_notebook_asserts_in_a_checked_cell(notebook):
     name, nb = notebook
     checked = [c for c in nb["cells"] if c["cell_type"] == "code" and CHECK_MARK in _source(c)]
@@ -286,6 +321,53 @@ def lab_notes(nb):
     if folders and re.search(r"\b(?:csv|json)\.", code):
         notes.append(f"reads tables, not only a figure, beside results/{sorted(folders)[0]}")
     return notes
+
+
+# The machine is not the learner's business (issue 62): threads, cores, OpenMP, CUDA builds
+# and the lab's words for its experiments stay in docs/speed.md and docs/RESULTS.md.
+_MACHINE_WORDS = re.compile(
+    r"\bthreads\b|\bOpenMP\b|\bCPU cores\b|\bcompute capability\b|\bHopper\b"
+    r"|\bCUDA\b|\bmxnet-cu\d+|\bprobes?\b|(?<![\w-])round\s?\d\b",
+    re.I)
+_LAB_FOLDER = re.compile(r"-round\d")  # a committed folder's name: in prose, not in a path
+
+
+def _machine_words_of(cell):
+    text = " ".join(_source(cell).split())
+    found = [m.group(0) for m in _MACHINE_WORDS.finditer(text)]
+    if cell["cell_type"] == "markdown":
+        found += [m.group(0) for m in _LAB_FOLDER.finditer(text)]
+    return found
+
+
+def _is_guard(cell):
+    return cell["cell_type"] == "code" and CHECK_MARK in _source(cell)
+
+
+def machine_words(nb):
+    """The words of the machine or the lab in a notebook's sources (markdown and code)."""
+    return sorted({w for cell in nb["cells"] if not _is_guard(cell)
+                   for w in _machine_words_of(cell)})
+
+
+def test_notebooks_keep_the_machine_off_the_learners_path(notebook):
+    name, nb = notebook
+    assert not machine_words(nb), f"{name}: {machine_words(nb)} (docs/speed.md has them)"
+
+
+@pytest.mark.parametrize("text, found", [
+    ("from bbb_gluon import threads\nthreads.claim()", ["threads"]),
+    ("measured on 2 CPU cores; OpenMP threads: 1", ["CPU cores", "OpenMP", "threads"]),
+    ("the CUDA wheels cover compute capability 8.6", ["CUDA", "compute capability"]),
+    ("600 probe steps", ["probe"]),
+    ("the figure in results/bandit-round2/", ["-round2"]),
+    ("the network rounds 2.5 to 3; Times depend on the machine", []),
+])
+def test_machine_word_rules(text, found):
+    nb = {"cells": [{"cell_type": "markdown", "metadata": {}, "source": text}]}
+    assert machine_words(nb) == sorted(found)
+    code = {"cells": [{"cell_type": "code", "metadata": {}, "source": "RESULTS / 'bandit-round2'"}]}
+    assert machine_words(code) == []
 
 
 def test_notebooks_carry_no_lab_notes(notebook):
