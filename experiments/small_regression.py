@@ -52,6 +52,16 @@ SETTINGS = {
     "a-t1": {"mu_init": "copy", "rho_init": -5.0, "complexity_warmup": 300,
              "complexity_ramp": 300, "weighting": 0.1 / 7, "lr": 3e-3},
     "a-t01-noramp": {"mu_init": "copy", "rho_init": -5.0, "weighting": 0.01 / 7, "lr": 3e-3},
+    # the priors whose scale is set per array, with the regression defaults and with the
+    # complexity cost at full weight (the plain ELBO after the ramp)
+    "defaults-fan-in": {"likelihood": "gaussian",
+                        "prior": {"kind": "fan_in_gaussian", "gain": 1.0}},
+    "defaults-eb": {"likelihood": "gaussian", "prior": {"kind": "empirical_bayes"}},
+    "untempered-fan-in": {"likelihood": "gaussian", "complexity_scale": 1.0,
+                          "prior": {"kind": "fan_in_gaussian", "gain": 1.0}},
+    "untempered-eb": {"likelihood": "gaussian", "complexity_scale": 1.0,
+                      "prior": {"kind": "empirical_bayes"}},
+    "untempered": {"likelihood": "gaussian", "complexity_scale": 1.0},
     "a-t01-rho3": {"mu_init": "copy", "complexity_warmup": 300, "complexity_ramp": 300,
                    "weighting": 0.01 / 7, "lr": 3e-3},
 }

@@ -1,5 +1,6 @@
-r"""Priors over the weights: a Gaussian, Blundell's scale mixture of two Gaussians, and a
-Laplace (sparsity) prior.
+r"""Priors over the weights: a Gaussian, Blundell's scale mixture of two Gaussians, a
+Laplace (sparsity) prior, and two Gaussians whose scale is set per array: by its fan-in,
+or by empirical Bayes.
 
 All are factorised over the weights, so ``log_prob(w)`` is a sum over all elements of
 ``w``. All are written with as few elementwise passes as possible, because on a CPU the
@@ -27,7 +28,7 @@ import mxnet as mx
 from . import ops
 
 __all__ = ["Prior", "GaussianPrior", "ScaleMixturePrior", "LaplacePrior",
-           "make_prior", "prior_kinds"]
+           "FanInGaussianPrior", "EmpiricalBayesPrior", "make_prior", "prior_kinds"]
 
 HALF_LOG_2PI = 0.5 * math.log(2.0 * math.pi)
 _E_MINUS_6 = math.exp(-6.0)
@@ -39,6 +40,21 @@ def _check_positive(name, value):
     if not math.isfinite(value) or value <= 0:
         raise ValueError(f"{name} must be a finite number > 0, got {value!r}")
     return float(value)
+
+
+def _gaussian_log_prob(w, sigma, F):
+    const = -w.size * (HALF_LOG_2PI + math.log(sigma))
+    return ops.sum_of_squares(w, F) * (-0.5 / sigma**2) + const
+
+
+def _gaussian_kl(mu, sigma, log_sigma, sigma_p, F):
+    """KL from N(mu, sigma^2), elementwise, to N(0, sigma_p^2); sigma_p a float or an
+    array of shape (1,)."""
+    if log_sigma is None:
+        log_sigma = F.log(sigma)
+    log_p = F.log(sigma_p) if isinstance(sigma_p, mx.nd.NDArray) else math.log(sigma_p)
+    quad = (ops.sum_of_squares(sigma, F) + ops.sum_of_squares(mu, F)) * (0.5 / sigma_p**2)
+    return quad - ops.total(log_sigma, F) + mu.size * (log_p - 0.5)
 
 
 class CliOption(NamedTuple):
@@ -158,8 +174,7 @@ class GaussianPrior(Prior):
         return self.sigma
 
     def log_prob(self, w, F=mx.nd):
-        const = -w.size * (HALF_LOG_2PI + math.log(self.sigma))
-        return ops.sum_of_squares(w, F) * (-0.5 / self.sigma**2) + const
+        return _gaussian_log_prob(w, self.sigma, F)
 
     def kl(self, mu, sigma, log_sigma=None, F=mx.nd):
         r"""Closed-form KL from :math:`N(\mu, \sigma^2)` (elementwise) to this prior.
@@ -180,13 +195,7 @@ class GaussianPrior(Prior):
         -------
         NDArray of shape ``(1,)``.
         """
-        if log_sigma is None:
-            log_sigma = F.log(sigma)
-        n = mu.size
-        quad = (ops.sum_of_squares(sigma, F) + ops.sum_of_squares(mu, F)) * (
-            0.5 / self.sigma**2
-        )
-        return quad - ops.total(log_sigma, F) + n * (math.log(self.sigma) - 0.5)
+        return _gaussian_kl(mu, sigma, log_sigma, self.sigma, F)
 
 
 class ScaleMixturePrior(Prior):
@@ -319,6 +328,113 @@ class LaplacePrior(Prior):
     def log_prob(self, w, F=mx.nd):
         return ops.total(F.abs(w), F) * (-1.0 / self.scale) \
             - w.size * math.log(2.0 * self.scale)
+
+
+class FanInGaussianPrior(Prior):
+    r"""A Gaussian whose scale shrinks with the fan-in of the array it is on:
+    :math:`N(0, g^2 / n_{in})`.
+
+    The fan-in :math:`n_{in}` is the product of the array's shape after the first axis
+    (a Dense weight ``(units, in_units)``: ``in_units``; a convolution's ``(channels,
+    in_channels, *kernel)``: ``in_channels`` times the kernel's size); a one-axis array
+    (a bias) keeps :math:`\sigma = g`. With :math:`g = 1` a unit's pre-activation has
+    the variance of one input under the prior whatever the layer's width, where
+    :math:`N(0, 1)` on every weight gives it the width's variance: a wide layer's prior
+    functions are then far rougher than its data, and the complexity cost pays for
+    every weight that moves away from zero (docs/regression.md).
+
+    Parameters
+    ----------
+    gain : float, default 1.0
+        :math:`g > 0`.
+    """
+
+    kind = "fan_in_gaussian"
+    params = ("gain",)
+    cli_options = (CliOption("--prior-gain", "gain",
+                             "the fan-in Gaussian's gain g: sigma = g / sqrt(fan-in)"),)
+    has_closed_form_kl = True
+
+    def __init__(self, gain=1.0):
+        self.gain = _check_positive("gain", gain)
+
+    def sigma_of(self, shape):
+        """The prior's standard deviation on an array of ``shape``."""
+        fan_in = math.prod(shape[1:]) if len(shape) > 1 else 1
+        return self.gain / math.sqrt(max(fan_in, 1))
+
+    def label(self):
+        return f"N(0,{self.gain:g}^2/fan-in)"
+
+    def widest_scale(self):
+        return self.gain
+
+    def log_prob(self, w, F=mx.nd):
+        return _gaussian_log_prob(w, self.sigma_of(w.shape), F)
+
+    def kl(self, mu, sigma, log_sigma=None, F=mx.nd):
+        """Closed-form KL to this prior, as :meth:`GaussianPrior.kl` with the array's
+        own scale."""
+        return _gaussian_kl(mu, sigma, log_sigma, self.sigma_of(mu.shape), F)
+
+
+class EmpiricalBayesPrior(Prior):
+    r"""A Gaussian :math:`N(0, v)` on each array whose variance :math:`v` is chosen by
+    empirical Bayes: at every step, the :math:`v` that maximises the ELBO under an
+    inverse-gamma hyperprior :math:`IG(\alpha, \beta)`,
+
+    .. math::
+
+        \hat v = \frac{\sum_j (\mu_j^2 + \sigma_j^2) + 2\beta}{n + 2\alpha + 2}
+
+    (with the closed-form KL; the Monte-Carlo cost puts the sampled weights' squares in
+    place of :math:`\mu_j^2 + \sigma_j^2`). Each array (a layer's weight, its bias) gets its
+    own :math:`v`, so a layer whose weights the data need large keeps a wide prior while
+    the others narrow. :math:`\hat v` is held fixed in the gradient: at the optimum of
+    :math:`v` the objective's slope in :math:`v` is zero, so this is the gradient of the
+    ELBO with :math:`v` optimised out. The cost reported is :math:`KL(q \| N(0, \hat v))`
+    (the hyperprior's own term left out).
+
+    Parameters
+    ----------
+    alpha, beta : float, default 1.0, 1.0
+        The hyperprior's shape and scale, ``alpha >= 0``, ``beta > 0``: they keep
+        :math:`\hat v` away from 0 on small arrays (a one-unit bias); on a layer of
+        thousands of weights the weights decide.
+    """
+
+    kind = "empirical_bayes"
+    params = ("alpha", "beta")
+    cli_options = (
+        CliOption("--prior-alpha", "alpha", "the empirical-Bayes hyperprior's shape"),
+        CliOption("--prior-beta", "beta", "the empirical-Bayes hyperprior's scale"),
+    )
+    has_closed_form_kl = True
+
+    def __init__(self, alpha=1.0, beta=1.0):
+        if isinstance(alpha, bool) or not isinstance(alpha, int | float) \
+                or not math.isfinite(alpha) or alpha < 0:
+            raise ValueError(f"alpha must be a finite number >= 0, got {alpha!r}")
+        self.alpha = float(alpha)
+        self.beta = _check_positive("beta", beta)
+
+    def variance(self, sum_of_squares, n, F=mx.nd):
+        r""":math:`\hat v` from the sum of squares of ``n`` values, outside autograd."""
+        return F.stop_gradient((sum_of_squares + 2.0 * self.beta) /
+                               (n + 2.0 * self.alpha + 2.0))
+
+    def label(self):
+        return f"EB(alpha={self.alpha:g},beta={self.beta:g})"
+
+    def log_prob(self, w, F=mx.nd):
+        squares = ops.sum_of_squares(w, F)
+        v = self.variance(squares, w.size, F)
+        return squares * (-0.5) / v - w.size * (HALF_LOG_2PI + 0.5 * F.log(v))
+
+    def kl(self, mu, sigma, log_sigma=None, F=mx.nd):
+        v = self.variance(ops.sum_of_squares(mu, F) + ops.sum_of_squares(sigma, F),
+                          mu.size, F)
+        return _gaussian_kl(mu, sigma, log_sigma, F.sqrt(v), F)
 
 
 def prior_kinds():

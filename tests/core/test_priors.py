@@ -20,7 +20,15 @@ from hypothesis import strategies as st
 from hypothesis.extra.numpy import arrays
 from mxnet import autograd
 
-from bbb_gluon import GaussianPrior, LaplacePrior, Prior, ScaleMixturePrior, make_prior
+from bbb_gluon import (
+    EmpiricalBayesPrior,
+    FanInGaussianPrior,
+    GaussianPrior,
+    LaplacePrior,
+    Prior,
+    ScaleMixturePrior,
+    make_prior,
+)
 from bbb_gluon.core.priors import prior_kinds
 
 CPU0 = mx.cpu(0)
@@ -315,7 +323,8 @@ def test_every_prior_carries_its_names_and_round_trips(kind):
         value = getattr(prior, option.param)
         assert option.to_param(option.from_param(value)) == pytest.approx(value, rel=1e-12)
     assert prior.label() and repr(prior).startswith(cls.__name__)
-    assert prior.widest_scale() > 0
+    scale = prior.widest_scale()  # None only where the data set the scale
+    assert scale > 0 if cls.kind != "empirical_bayes" else scale is None
 
 
 def test_the_command_line_flags_of_the_priors_are_distinct():
@@ -396,3 +405,106 @@ def test_laplace_prior_is_one_class_with_its_names():
     assert prior.fused_attrs("kl") is None and not prior.has_closed_form_kl
     assert prior.summary() == {"prior_scale": 0.25} and prior.label() == "Laplace(0,0.25)"
     assert [o.flag for o in prior.cli_options] == ["--prior-scale"]
+
+
+# ------------------------------------------------------------ scales set per array
+
+
+@pytest.mark.parametrize("shape, fan_in", [((7, 50), 50), ((4, 3, 5, 5), 75), ((9,), 1)])
+@pytest.mark.parametrize("ctx", CONTEXTS, ids=CTX_IDS)
+def test_fan_in_prior_is_a_gaussian_with_the_arrays_own_scale(shape, fan_in, ctx):
+    prior = FanInGaussianPrior(gain=1.3)
+    sigma_p = 1.3 / math.sqrt(fan_in)
+    assert prior.sigma_of(shape) == pytest.approx(sigma_p, rel=1e-12)
+    w = np.random.uniform(-1, 1, size=shape).astype(np.float32)
+    _check(prior, w, lambda v: gauss_logpdf64(v, sigma_p), lambda v: gauss_grad64(v, sigma_p),
+           ctx)
+    mu = np.random.uniform(-1, 1, size=shape).astype(np.float32)
+    sigma = np.exp(np.random.uniform(-6, 0, size=shape)).astype(np.float32)
+    got = prior.kl(mx.nd.array(mu, ctx=ctx), mx.nd.array(sigma, ctx=ctx))
+    assert got.context == ctx
+    assert got.asscalar() == pytest.approx(kl64(mu, sigma, sigma_p), rel=1e-5, abs=1e-5)
+
+
+def eb_variance64(squares, n, alpha, beta):
+    return (squares + 2 * beta) / (n + 2 * alpha + 2)
+
+
+@pytest.mark.parametrize("alpha, beta", [(0.0, 1e-3), (1.0, 1.0), (3.0, 10.0)])
+@pytest.mark.parametrize("ctx", CONTEXTS, ids=CTX_IDS)
+def test_empirical_bayes_kl_uses_the_variance_that_maximises_the_elbo(alpha, beta, ctx):
+    mu = np.random.uniform(-0.3, 0.3, size=(20, 30)).astype(np.float32)
+    sigma = np.exp(np.random.uniform(-5, -2, size=mu.shape)).astype(np.float32)
+    mu64, s64 = mu.astype(np.float64), sigma.astype(np.float64)
+    v = eb_variance64(np.sum(mu64**2 + s64**2), mu.size, alpha, beta)
+    # v maximises -KL(q || N(0, v)) + log IG(v; alpha, beta)
+    grid = v * np.exp(np.linspace(-0.05, 0.05, 11))
+    objective = [-kl64(mu, sigma, math.sqrt(u)) - (alpha + 1) * math.log(u) - beta / u
+                 for u in grid]
+    assert int(np.argmax(objective)) == 5
+    mu_a, sigma_a = mx.nd.array(mu, ctx=ctx), mx.nd.array(sigma, ctx=ctx)
+    mu_a.attach_grad()
+    sigma_a.attach_grad()
+    prior = EmpiricalBayesPrior(alpha, beta)
+    with autograd.record():
+        kl = prior.kl(mu_a, sigma_a)
+    kl.backward()
+    assert kl.shape == (1,) and kl.context == ctx
+    assert kl.asscalar() == pytest.approx(kl64(mu, sigma, math.sqrt(v)), rel=1e-5)
+    # v held fixed: the gradient of the ELBO with v optimised out (its slope in v is 0)
+    mx.test_utils.assert_almost_equal(mu_a.grad.asnumpy(), mu64 / v, rtol=1e-4, atol=1e-5)
+    mx.test_utils.assert_almost_equal(sigma_a.grad.asnumpy(), s64 / v - 1 / s64,
+                                      rtol=1e-4, atol=1e-3)
+
+
+def test_empirical_bayes_log_prob_puts_the_sample_in_place_of_the_moments():
+    w = np.random.normal(0, 0.2, size=(40, 25)).astype(np.float32)
+    w64 = w.astype(np.float64)
+    v = eb_variance64(np.sum(w64**2), w.size, 1.0, 1.0)
+    _check(EmpiricalBayesPrior(), w, lambda u: gauss_logpdf64(u, math.sqrt(v)),
+           lambda u: gauss_grad64(u, math.sqrt(v)))
+
+
+def test_empirical_bayes_gives_each_array_its_own_scale():
+    prior = EmpiricalBayesPrior(alpha=0.0, beta=1e-6)
+    wide, narrow = mx.nd.full((100,), 2.0), mx.nd.full((100,), 0.01)
+    # each at its own variance, N(0, v) with v ~ w^2: about -n/2 (log 2 pi v + 1)
+    for w in (wide, narrow):
+        v = eb_variance64(float((w.asnumpy().astype(np.float64) ** 2).sum()), 100, 0, 1e-6)
+        ref = -50 * (math.log(2 * math.pi * v)) - 0.5 * 100 * float(w[0].asscalar()) ** 2 / v
+        assert prior.log_prob(w).asscalar() == pytest.approx(ref, rel=1e-5)
+
+
+@pytest.mark.parametrize("bad, match", [
+    ({"alpha": -1.0}, "alpha"), ({"beta": 0.0}, "beta"), ({"alpha": math.nan}, "alpha"),
+])
+def test_empirical_bayes_refuses_a_bad_hyperprior(bad, match):
+    with pytest.raises(ValueError, match=match):
+        EmpiricalBayesPrior(**bad)
+    with pytest.raises(ValueError, match="gain"):
+        FanInGaussianPrior(gain=0.0)
+
+
+@pytest.mark.parametrize("prior", [FanInGaussianPrior(0.5), EmpiricalBayesPrior()],
+                         ids=["fan_in", "empirical_bayes"])
+def test_priors_without_fused_code_train_on_the_reference_engine(prior):
+    from mxnet import gluon
+
+    from bbb_gluon import BBBLoss, BBBStep, Posterior, trainable_params
+
+    mx.random.seed(1)
+    net = gluon.nn.Dense(3, in_units=4)
+    net.initialize()
+    posterior = Posterior(net, seed=0, rho_init=-4.0)
+    loss = BBBLoss(prior, complexity="kl", num_batches=1)
+    trainer = gluon.Trainer(trainable_params(net, posterior, loss), "adam",
+                            {"learning_rate": 1e-2})
+    step = BBBStep(net, posterior, loss, trainer)
+    assert step.engine == "reference" and prior.fused_attrs("kl") is None
+    rng = np.random.default_rng(0)
+    X = mx.nd.array(rng.normal(size=(16, 4)))
+    y = mx.nd.array(np.arange(16) % 3)
+    before = [a.asnumpy() for a in posterior.mu()]
+    costs = [float(step(X, y)[0].asscalar()) for _ in range(30)]
+    assert all(math.isfinite(c) for c in costs) and costs[-1] < costs[0]
+    assert not np.allclose(before[0], posterior.mu()[0].asnumpy())
