@@ -45,6 +45,7 @@ _HOME = {
     "complexity_weight": ".core.loss", "likelihood_loss": ".core.likelihood",
     **dict.fromkeys(["BBBStep", "StepCosts", "NotFiniteError", "trainable_params"],
                     ".core.step"),
+    "IVONStep": ".core.ivon",
     # training
     **dict.fromkeys(["TrainConfig", "TrainResult", "TrainingInterrupted", "TrainingDiverged",
                      "CheckpointError", "UnreadableCheckpointError", "fit", "build_mlp", "MLP",
@@ -58,6 +59,7 @@ _HOME = {
 
 if _typing.TYPE_CHECKING:  # what static tools (pyright, mypy, an editor) read: _HOME's names
     from ._files import FileWriteError
+    from .core.ivon import IVONStep
     from .core.likelihood import GaussianNLLLoss, HeteroscedasticGaussianNLLLoss, likelihood_loss
     from .core.loss import BBBLoss, complexity_weight
     from .core.posterior import (
