@@ -1315,6 +1315,88 @@ MXReturnValue parse_flipout_combine(const Attrs& a, int* i, int* o) {
 MXReturnValue parse_threads(const Attrs& a, int* i, int* o) { return parse_n(a, i, o, 1, 1); }
 MXReturnValue parse_normal(const Attrs& a, int* i, int* o) { return parse_n(a, i, o, 1, 1); }
 MXReturnValue parse_sample(const Attrs& a, int* i, int* o) { return parse_n(a, i, o, 3, 1); }
+// softplus^-1(s) = log(expm1(s)) with the calls GCC vectorises (expf, logf): below 0.1 as
+// log(s) + log(expm1(s)/s) by its series (s/2 + s^2/24, exact to 4e-8 there), where
+// expf(s) - 1 would lose digits; above 20, s itself (softplus(s) = s in float32).
+inline float inverse_softplus(float s) {
+  const bool small = s < 0.1f;
+  const float r = logf(small ? s : expf(fminf(s, 20.f)) - 1.f) +
+                  (small ? s * (0.5f + s * (1.f / 24.f)) : 0.f);
+  return s > 20.f ? s : r;
+}
+
+// ---- ivon_update: IVON's update (Shen et al. 2024, Algorithm 1) on every layer, one call --
+// Inputs per layer: gw (the batch's summed likelihood gradient at theta = m + s eps), eps,
+// then m, h, g and rho, updated in place. Per element, with s = 1 / sqrt(ess (h + wd)):
+//   gh = gw scale,  hh = gh eps / s,  g = b1 g + (1 - b1) gh,
+//   h' = b2 h + (1 - b2) hh + (1 - b2)^2 / 2 (h - hh)^2 / (h + wd),
+//   m = m - lr (g / correction + wd m) / (h' + wd),
+//   rho = log(expm1(s')) with s' = 1 / sqrt(ess (h' + wd)): softplus(rho) is the new sigma,
+// so the posterior reads what IVON learned; correction = 1 - b1^t. Output: 0, or NaN with nothing changed where a
+// gradient is not finite (the guard of bbb_update_layers, for IVON). The last two inputs,
+// one float each and in place, count the updates made (t, for the bias correction
+// 1 - b1^t) and the batches skipped: the step never waits for the host to read them.
+MXReturnValue ivon_update_forward(const Attrs& a, std::vector<MXTensor>* inputs,
+                                  std::vector<MXTensor>* outputs, const OpResource&) {
+  const int layers = static_cast<int>(attr_u(a, "layers"));
+  float* count = (*inputs)[6 * layers].data<float>();
+  float* skipped = (*inputs)[6 * layers + 1].data<float>();
+  bool bad = false;
+  for (int k = 0; k < layers; ++k) bad = bad || any_not_finite((*inputs)[6 * k]);
+  if (bad) {
+    const uint32_t nan_bits = 0x7fc00000u;
+    std::memcpy((*outputs)[0].data<float>(), &nan_bits, sizeof nan_bits);
+    skipped[0] += 1.f;
+    return MX_SUCCESS;
+  }
+  count[0] += 1.f;
+  const float scale = static_cast<float>(attr_d(a, "scale", 1.0));
+  const float ess = static_cast<float>(attr_d(a, "ess", 1.0));
+  const float wd = static_cast<float>(attr_d(a, "wd", 0.0));
+  const float lr = static_cast<float>(attr_d(a, "lr", 0.1));
+  const float b1 = static_cast<float>(attr_d(a, "beta1", 0.9));
+  const float b2 = static_cast<float>(attr_d(a, "beta2", 0.99999));
+  const float corr = static_cast<float>(1.0 - std::pow(attr_d(a, "beta1", 0.9),
+                                                      static_cast<double>(count[0])));
+  const float half_sq = 0.5f * (1.f - b2) * (1.f - b2);
+  for (int k = 0; k < layers; ++k) {
+    const float* gw = (*inputs)[6 * k].data<float>();
+    const float* eps = (*inputs)[6 * k + 1].data<float>();
+    float* m = (*inputs)[6 * k + 2].data<float>();
+    float* h = (*inputs)[6 * k + 3].data<float>();
+    float* g = (*inputs)[6 * k + 4].data<float>();
+    float* rho = (*inputs)[6 * k + 5].data<float>();
+    const int64_t n = (*inputs)[6 * k].size();
+#pragma omp parallel for simd schedule(static) num_threads(threads_for(n))
+    for (int64_t i = 0; i < n; ++i) {
+      const float hd = h[i] + wd;
+      const float gh = gw[i] * scale;
+      const float hh = gh * eps[i] * sqrtf(ess * hd);  // eps / s
+      g[i] = b1 * g[i] + (1.f - b1) * gh;
+      const float diff = h[i] - hh;
+      const float h_new = b2 * h[i] + (1.f - b2) * hh + half_sq * diff * diff / hd;
+      h[i] = h_new;
+      m[i] = m[i] - lr * (g[i] / corr + wd * m[i]) / (h_new + wd);
+      rho[i] = inverse_softplus(1.f / sqrtf(ess * (h_new + wd)));
+    }
+  }
+  (*outputs)[0].data<float>()[0] = 0.f;
+  return MX_SUCCESS;
+}
+
+MXReturnValue parse_ivon(const Attrs& a, int* i, int* o) {
+  return parse_n(a, i, o, 6 * static_cast<int>(attr_u(a, "layers")) + 2, 1);
+}
+
+MXReturnValue mutate_ivon(const Attrs& a, std::vector<int>* inputs) {
+  for (int k = 0; k < static_cast<int>(attr_u(a, "layers")); ++k)
+    for (int j = 2; j < 6; ++j) inputs->push_back(6 * k + j);
+  const int counts = 6 * static_cast<int>(attr_u(a, "layers"));
+  inputs->push_back(counts);
+  inputs->push_back(counts + 1);
+  return MX_SUCCESS;
+}
+
 MXReturnValue parse_grad(const Attrs& a, int* i, int* o) {
   return parse_n(a, i, o, 5 + has_aux(a) + guarded(a), 2);
 }
@@ -1402,6 +1484,13 @@ REGISTER_OP(bbb_keep_finite)
 REGISTER_OP(bbb_cost)
     .setForward(cost_forward, "cpu")
     .setParseAttrs(parse_cost)
+    .setInferType(all_float32)
+    .setInferShape(scalar_shape);
+
+REGISTER_OP(ivon_update)
+    .setForward(ivon_update_forward, "cpu")
+    .setParseAttrs(parse_ivon)
+    .setMutateInputs(mutate_ivon)
     .setInferType(all_float32)
     .setInferShape(scalar_shape);
 

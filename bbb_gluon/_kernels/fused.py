@@ -4,7 +4,7 @@ MXNet 1.9.1 runs most elementwise operators on one thread, one pass over memory 
 Bayes-by-Backprop step built from them needs some twenty passes over every weight, and
 ``nd.random.normal`` alone costs more than four plain training steps (see
 ``docs/benchmarks.md``). ``_kernels/fused.cc`` does the same arithmetic in OpenMP-parallel,
-vectorised loops behind fifteen operators, and MXNet loads it as an operator library
+vectorised loops behind sixteen operators, and MXNet loads it as an operator library
 (as ``mx.library.load`` does: :func:`bbb_gluon._kernels.private.load_operator_library`):
 
 - ``bbb_normal``: N(0, 1) noise by Box-Muller from a counter-based hash of
@@ -43,6 +43,8 @@ vectorised loops behind fifteen operators, and MXNet loads it as an operator lib
   place (on a small network each operator saved is a good part of a step);
 - ``bbb_keep_finite``: those gradients' non-finite entries (all of them where a guard is
   not finite) set to 0, in place, for the reference engine;
+- ``ivon_update``: IVON's update of the mean, the Hessian estimate, the momentum and
+  :math:`\\rho` on every layer in one pass (:class:`bbb_gluon.IVONStep`);
 - ``bbb_threads``: the OpenMP thread count of the engine thread (:mod:`bbb_gluon.threads`).
 
 The library is built with the machine's C++ compiler (``$CXX`` or ``g++``) against the

@@ -38,6 +38,7 @@ import math
 import mxnet as mx
 from mxnet import autograd
 
+from .._kernels import fused
 from .._kernels import trainer as _trainer
 from .engines import forward_with
 
@@ -90,10 +91,20 @@ class IVONStep:
     trainer : gluon.Trainer, optional
         Trains the network's parameters outside the posterior; it must not hold the
         posterior's own.
+    engine : {"auto", "fused", "reference"}, default "auto"
+        "fused": the draw and the update in the package's compiled kernels, one call each
+        for every layer (CPU contexts, one draw a step); "reference": MXNet's operators,
+        the equations as written; "auto": fused where it can run. Both draw their noise
+        from the posterior's counter-based streams, so a resume continues exactly.
+
+    Attributes
+    ----------
+    engine : str
+        What this step runs.
     """
 
     def __init__(self, net, posterior, loss, ess, lr=0.1, weight_decay=1e-4, hess_init=1.0,
-                 beta1=0.9, beta2=0.99999, samples=1, trainer=None):
+                 beta1=0.9, beta2=0.99999, samples=1, trainer=None, engine="auto"):
         self.ess = _check_rate("ess", ess, 0.0, math.inf, closed_low=False)
         self.lr = _check_rate("lr", lr, 0.0, math.inf, closed_low=False)
         self.weight_decay = _check_rate("weight_decay", weight_decay, 0.0, math.inf)
@@ -111,18 +122,38 @@ class IVONStep:
                 raise ValueError("the trainer holds the posterior's own mu or rho: IVON "
                                  "updates those; give the trainer the other parameters "
                                  "(posterior.deterministic_params(net))")
+        if engine not in ("auto", "fused", "reference"):
+            raise ValueError(f"engine must be 'auto', 'fused' or 'reference', got {engine!r}")
         self.net, self.posterior, self.loss, self.trainer = net, posterior, loss, trainer
         self.samples = samples
         self.ctx = posterior.contexts[0]
-        self.forward = forward_with(net, posterior)
+        why_not = "the fused update takes one draw a step" if samples != 1 else \
+            "the fused kernels run on CPU contexts only" if self.ctx.device_type != "cpu" \
+            else None if engine == "reference" or fused.available() \
+            else f"the kernels are unavailable ({fused.unavailable_reason()})"
+        if engine == "fused" and why_not is not None:
+            raise ValueError(f"engine='fused' cannot run here: {why_not}")
+        self.engine = "fused" if engine != "reference" and why_not is None else "reference"
+        self.forward = forward_with(net, posterior, fused=self.engine == "fused")
         self.others = [p for p in (_trainer.params(trainer) if trainer is not None else [])
                        if p.grad_req != "null"]
         shapes = [p.shape for p in posterior.mu_parameters]
         self.hess = [mx.nd.full(s, self.hess_init, ctx=self.ctx) for s in shapes]
         self.momentum = [mx.nd.zeros(s, ctx=self.ctx) for s in shapes]
-        self.num_updates = 0
-        self.skipped = 0
+        # on the device, so that a fused step never waits for the host to count
+        self._counts = mx.nd.zeros((2,), ctx=self.ctx)  # updates made, batches skipped
+        self._drawn = None
         self._write_rho()
+
+    @property
+    def num_updates(self):
+        """The updates made (:math:`t`)."""
+        return int(self._counts[0].asscalar())
+
+    @property
+    def skipped(self):
+        """The batches skipped because their likelihood or gradients were not finite."""
+        return int(self._counts[1].asscalar())
 
     # ---------------------------------------------------------------- the posterior
     def sigma(self):
@@ -139,7 +170,8 @@ class IVONStep:
         as NumPy arrays and numbers."""
         return {"hess": [h.asnumpy() for h in self.hess],
                 "momentum": [g.asnumpy() for g in self.momentum],
-                "num_updates": self.num_updates, "skipped": self.skipped}
+                "num_updates": self.num_updates, "skipped": self.skipped,
+                "noise": self.posterior.noise.state_dict()}
 
     def load_state_dict(self, state):
         """Continue from :meth:`state_dict` (the means come with the posterior's file)."""
@@ -149,10 +181,19 @@ class IVONStep:
                 raise ValueError(f"the saved IVON state's {key} does not fit this posterior")
         self.hess = [mx.nd.array(a, ctx=self.ctx) for a in state["hess"]]
         self.momentum = [mx.nd.array(a, ctx=self.ctx) for a in state["momentum"]]
-        self.num_updates, self.skipped = int(state["num_updates"]), int(state["skipped"])
+        self._counts = mx.nd.array([state["num_updates"], state["skipped"]], ctx=self.ctx)
+        self.posterior.noise.load_state_dict(state["noise"])
         self._write_rho()
 
     # ---------------------------------------------------------------- one step
+    def _noise(self, means):
+        """The next block of the posterior's noise stream, one array per key."""
+        flat, start, eps = self.posterior.noise.next(self.ctx, 0), 0, []
+        for m in means:
+            eps.append(flat[start:start + m.size].reshape(m.shape))
+            start += m.size
+        return eps
+
     def _draw_grads(self, X, y, sigmas, fixed):
         """The draws' mean gradient and Hessian estimate per key, the batch's summed NLL
         (averaged over the draws), and the other parameters' summed gradients."""
@@ -160,8 +201,8 @@ class IVONStep:
         grad_sum = hess_sum = others_sum = None
         nll_sum = None
         for s in range(self.samples):
-            eps = [mx.nd.random.normal(shape=m.shape, ctx=self.ctx) for m in means] \
-                if fixed is None else [mx.nd.array(e, ctx=self.ctx) for e in fixed[s]]
+            eps = self._noise(means) if fixed is None else \
+                [mx.nd.array(e, ctx=self.ctx) for e in fixed[s]]
             theta = [m + s * e for m, s, e in zip(means, sigmas, eps, strict=True)]
             for t in theta:
                 t.attach_grad()
@@ -196,13 +237,15 @@ class IVONStep:
         :attr:`skipped`.
         """
         X, y = X.as_in_context(self.ctx), y.as_in_context(self.ctx)
+        if self.engine == "fused" and eps is None:
+            return self._fused_step(X, y)
         sigmas = self.sigma()
         g_hat, h_hat, nll, others = self._draw_grads(X, y, sigmas, eps)
         total = nll + sum(mx.nd.sum(g) for g in g_hat) + sum(mx.nd.sum(h) for h in h_hat)
         if not math.isfinite(float(total.asscalar())):  # one host sync a step
-            self.skipped += 1
+            self._counts += mx.nd.array([0, 1], ctx=self.ctx)
             return nll
-        self.num_updates += 1
+        self._counts += mx.nd.array([1, 0], ctx=self.ctx)
         b1, b2, wd, lr = self.beta1, self.beta2, self.weight_decay, self.lr
         correction = 1.0 - b1 ** self.num_updates
         for k, m_param in enumerate(self.posterior.mu_parameters):
@@ -218,3 +261,34 @@ class IVONStep:
                 p.grad(self.ctx)[:] = g
             self.trainer.step(X.shape[0])
         return nll
+
+    def _fused_step(self, X, y):
+        """The draw (``bbb_draw_layers``, from the posterior's rho, which holds IVON's
+        sigma) and the update (``ivon_update``), one kernel call each for every layer."""
+        mus = [p.data(self.ctx) for p in self.posterior.mu_parameters]
+        rhos = [p.data(self.ctx) for p in self.posterior.rho_parameters]
+        num = len(mus)
+        if self._drawn is None:  # the same arrays (and gradients) at every step
+            self._drawn = [mx.nd.empty(m.shape, ctx=self.ctx) for m in mus + mus]
+            for t in self._drawn[num:]:
+                t.attach_grad()
+        source = self.posterior.noise
+        mx.nd.bbb_draw_layers(*mus, *rhos, out=self._drawn, args=fused.packed(
+            seed=source.seed, stream=source.global_stream(0), counter=source.advance(0),
+            layer=0, layers=num, aux=",".join(["0"] * num)))
+        eps, theta = self._drawn[:num], self._drawn[num:]
+        with autograd.record():
+            nll = self.loss(self.forward(theta, self.ctx, X), y).sum()
+        nll.backward()
+        inputs = []
+        for k in range(num):
+            inputs += [theta[k].grad, eps[k], mus[k], self.hess[k], self.momentum[k], rhos[k]]
+        guard = mx.nd.ivon_update(
+            *inputs, self._counts[0:1], self._counts[1:2], layers=num,
+            scale=repr(1.0 / X.shape[0]), ess=repr(self.ess), wd=repr(self.weight_decay),
+            lr=repr(self.lr), beta1=repr(self.beta1), beta2=repr(self.beta2))
+        if self.trainer is not None:
+            grads = [p.grad(self.ctx) for p in self.others]
+            mx.nd.bbb_keep_finite(guard, *grads, num_arrays=1 + len(grads))
+            self.trainer.step(X.shape[0])
+        return nll.reshape((1,))

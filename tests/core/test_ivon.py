@@ -136,9 +136,10 @@ def test_bad_settings_are_refused_in_one_line(bad, match):
     assert "\n" not in str(info.value)
 
 
-def test_a_batch_that_is_not_finite_changes_nothing():
+@pytest.mark.parametrize("engine", ["reference", "fused"])
+def test_a_batch_that_is_not_finite_changes_nothing(engine):
     X, y, net, posterior = linear_problem()
-    step = IVONStep(net, posterior, gluon.loss.L2Loss(), ess=32.0)
+    step = IVONStep(net, posterior, gluon.loss.L2Loss(), ess=32.0, engine=engine)
     step(mx.nd.array(X), mx.nd.array(y))
     before = [p.data().asnumpy() for p in posterior.mu_parameters]
     hess = [h.asnumpy() for h in step.hess]
@@ -184,3 +185,68 @@ def test_it_learns_a_classifier_and_trains_the_layers_outside_the_posterior():
     assert (probs.argmax(axis=1) == labels).mean() > 0.9
     sigma = np.concatenate([s.asnumpy().ravel() for s in posterior.sigma()])
     assert np.all(sigma > 0) and np.all(np.isfinite(sigma))
+
+
+def test_the_fused_update_matches_the_equations_in_float64():
+    """The fused engine draws its own noise (the posterior's counter-based stream, in the
+    kernel): the reference runs on the noise each step drew."""
+    X, y, net, posterior = linear_problem()
+    W0, b0 = (p.data().asnumpy() for p in posterior.mu_parameters)
+    settings = {"ess": 50.0, "lr": 0.1, "weight_decay": 1e-3, "hess_init": 0.5,
+                "beta1": 0.8, "beta2": 0.95}
+    step = IVONStep(net, posterior, gluon.loss.L2Loss(), engine="fused", **settings)
+    assert step.engine == "fused"
+    eps_steps = []
+    for _ in range(6):
+        step(mx.nd.array(X), mx.nd.array(y))
+        eps_steps.append([[e.asnumpy().copy() for e in step._drawn[:2]]])
+    m, h, g = reference(W0, b0, X, y, eps_steps, settings["ess"], settings["lr"],
+                        settings["weight_decay"], settings["hess_init"], settings["beta1"],
+                        settings["beta2"])
+    for k in range(2):
+        np.testing.assert_allclose(posterior.mu_parameters[k].data().asnumpy(), m[k],
+                                   rtol=RTOL, atol=ATOL)
+        np.testing.assert_allclose(step.hess[k].asnumpy(), h[k], rtol=RTOL, atol=ATOL)
+        np.testing.assert_allclose(step.momentum[k].asnumpy(), g[k], rtol=RTOL, atol=ATOL)
+        want = 1 / np.sqrt(settings["ess"] * (h[k] + settings["weight_decay"]))
+        np.testing.assert_allclose(posterior.sigma()[k].asnumpy(), want, rtol=1e-4)
+    assert step.num_updates == 6 and step.skipped == 0
+    # the noise is the posterior's stream: six blocks taken
+    assert posterior.noise.state_dict()["counters"] == {"0": 6}
+
+
+@pytest.mark.parametrize("engine", ["reference", "fused"])
+def test_a_resume_from_the_state_continues_exactly(engine):
+    X, y, net, posterior = linear_problem()
+    Xa, ya = mx.nd.array(X), mx.nd.array(y)
+    start = [p.data().copy() for p in posterior.mu_parameters]
+    whole = IVONStep(net, posterior, gluon.loss.L2Loss(), ess=32.0, engine=engine)
+    for _ in range(5):
+        whole(Xa, ya)
+    end = [p.data().asnumpy() for p in posterior.mu_parameters]
+    posterior.noise.load_state_dict({"seed": posterior.noise.seed, "counters": {}})
+    for p, a in zip(posterior.mu_parameters, start, strict=True):
+        p.set_data(a)
+    first = IVONStep(net, posterior, gluon.loss.L2Loss(), ess=32.0, engine=engine)
+    for _ in range(3):
+        first(Xa, ya)
+    state, means = first.state_dict(), [p.data().copy() for p in posterior.mu_parameters]
+    second = IVONStep(net, posterior, gluon.loss.L2Loss(), ess=32.0, engine=engine)
+    for p, a in zip(posterior.mu_parameters, means, strict=True):
+        p.set_data(a)
+    second.load_state_dict(state)
+    for _ in range(2):
+        second(Xa, ya)
+    for a, p in zip(end, posterior.mu_parameters, strict=True):
+        np.testing.assert_array_equal(a, p.data().asnumpy())
+
+
+def test_the_engine_choice():
+    _, _, net, posterior = linear_problem()
+    assert IVONStep(net, posterior, gluon.loss.L2Loss(), ess=8.0).engine == "fused"
+    assert IVONStep(net, posterior, gluon.loss.L2Loss(), ess=8.0, samples=3).engine \
+        == "reference"
+    with pytest.raises(ValueError, match="engine='fused' cannot run here: .*one draw"):
+        IVONStep(net, posterior, gluon.loss.L2Loss(), ess=8.0, samples=3, engine="fused")
+    with pytest.raises(ValueError, match="engine must be"):
+        IVONStep(net, posterior, gluon.loss.L2Loss(), ess=8.0, engine="gpu")

@@ -48,6 +48,13 @@ def test_cnn_and_user_loop_benchmark_runs_in_tiny_mode():
     assert "x the plain CNN" in done.stdout and "x fit's time" in done.stdout
 
 
+def test_ivon_benchmark_runs_in_tiny_mode():
+    done = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "bench_ivon.py"), "--tiny"],
+                          capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.count("x the plain step") == 4 and "cpu: " in done.stdout
+
+
 def test_bandit_benchmark_runs_in_tiny_mode(mushroom_root):
     done = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "bench_bandit.py"),
                            "--tiny", "--data-dir", str(mushroom_root)],
