@@ -9,14 +9,16 @@ import os
 import mxnet as mx
 from mxnet import autograd, gluon
 
+from .._kernels import fused as _kernels
 from .._kernels import trainer as _trainer
-from .._kernels.fused import load, packed, unavailable_reason
+from .._kernels.fused import packed
 from . import ops
 from .estimator_forward import EstimatorForward, sample_noise
 from .estimators import key_estimators
 from .guard import all_float32, batch_guard, first_not_finite, fused_guard, zero_nonfinite
 
-__all__ = ["FusedBBBStep", "reference_step", "forward_with", "first_not_finite", "prior_attrs"]
+__all__ = ["FusedBBBStep", "ReferenceBBBStep", "ENGINES", "forward_with", "first_not_finite",
+           "prior_attrs"]
 
 
 def forward_with(net, posterior, rules=(), fused=True):
@@ -35,51 +37,64 @@ def _draw(posterior, ctx, k, eps):
     return posterior.sample(ctx, eps=flat), noise
 
 
-# Thirteen parameters: a BBBStep's state (its first four, ``samples`` and its estimator's
-# ``forward``) and one call's arguments, apart so that tests can drive this engine on fixed
-# noise without a BBBStep.
-def reference_step(net, posterior, loss_fn, trainer, X, y, batch_index, ctxs, samples=1,
-                   eps=None, step_size=None, batch_size=None, forward=None):
-    """One update with MXNet operators and autograd through ``loss_fn`` (a BBBLoss); the
-    arguments and the return value are :class:`BBBStep`'s; ``forward``: the estimator's
-    :func:`forward_with` with ``fused=False`` (default: the shared sample)."""
-    if forward is None:
-        forward = EstimatorForward(net, posterior)
-    Xs = gluon.utils.split_and_load(X, ctxs, even_split=False)
-    ys = gluon.utils.split_and_load(y, ctxs, even_split=False)
-    batch_size = X.shape[0] if batch_size is None else batch_size
-    losses, nlls, complexity = [], [], None
-    with autograd.record():
-        for k, (xb, yb) in enumerate(zip(Xs, ys, strict=True)):
-            ctx = xb.context
-            draws, outs = [], []
-            for s in range(samples):
-                draw, noise = _draw(posterior, ctx, k, None if eps is None else eps[k][s])
-                draws.append(draw)
-                outs.append(forward.with_sample(draw, xb, noise))
-            if samples == 1:
-                outs, draws = outs[0], draws[0]
-            nll, cost = loss_fn.costs(outs, yb, draws, batch_index)
-            losses.append(loss_fn.combine(nll, cost, batch_index, batch_size))
-            nlls.append(nll.sum())
-            if k == 0:
-                complexity = cost
-    autograd.backward(losses)
-    # A batch with a NaN or an infinity: every gradient is zeroed, so no parameter moves
-    # (but by Adam's momentum or weight decay), and the cost returned shows it, without a
-    # host read.
-    grads = [g for p in _trainer.params(trainer) if p.grad_req != "null" for g in p.list_grad()]
-    guards = [batch_guard(nll, xb, yb, [g for g in grads if g.context == xb.context])
-              for nll, xb, yb in zip(nlls, Xs, ys, strict=True)]
-    total = guards[0].as_in_context(ctxs[0])
-    for v in guards[1:]:
-        total = total + v.as_in_context(ctxs[0])
-    total = total.reshape((1,))
-    zero_nonfinite(grads, total)  # as the fused kernels skip the update
-    trainer.step(batch_size if step_size is None else step_size)
-    if complexity is not None:
-        complexity = complexity.as_in_context(ctxs[0]).reshape((1,))
-    return total, complexity
+class ReferenceBBBStep:
+    """One Bayes-by-Backprop update with MXNet operators and autograd through the
+    ``BBBLoss``: any prior, loss, optimiser and context. It takes what
+    :class:`FusedBBBStep` takes and is called as it is."""
+
+    @staticmethod
+    def unavailable(posterior, loss):
+        """Why this engine cannot run the step (None: it always can)."""
+        return None
+
+    def __init__(self, forward, posterior, trainer, loss, rules=()):
+        self.forward, self.posterior, self.trainer, self.loss = forward, posterior, trainer, loss
+
+    def __call__(self, X, y, batch_index, samples=1, eps=None, want_complexity=False,
+                 step_size=None, batch_size=None, watch=None):
+        """As :meth:`FusedBBBStep.__call__`; ``eps[k][s]`` a flat array (or a pair
+        ``(flat, the estimators' noise)``), and the complexity cost always returned (the
+        loss computes it anyway)."""
+        ctxs = self.posterior.contexts
+        Xs = gluon.utils.split_and_load(X, ctxs, even_split=False)
+        ys = gluon.utils.split_and_load(y, ctxs, even_split=False)
+        batch_size = X.shape[0] if batch_size is None else batch_size
+        losses, nlls, complexity = [], [], None
+        with autograd.record():
+            for k, (xb, yb) in enumerate(zip(Xs, ys, strict=True)):
+                ctx = xb.context
+                draws, outs = [], []
+                for s in range(samples):
+                    draw, noise = _draw(self.posterior, ctx, k,
+                                        None if eps is None else eps[k][s])
+                    draws.append(draw)
+                    outs.append(self.forward.with_sample(draw, xb, noise))
+                if samples == 1:
+                    outs, draws = outs[0], draws[0]
+                nll, cost = self.loss.costs(outs, yb, draws, batch_index)
+                losses.append(self.loss.combine(nll, cost, batch_index, batch_size))
+                nlls.append(nll.sum())
+                if k == 0:
+                    complexity = cost
+        autograd.backward(losses)
+        # A batch with a NaN or an infinity: every gradient is zeroed, so no parameter moves
+        # (but by Adam's momentum or weight decay), and the cost returned shows it, without
+        # a host read.
+        grads = [g for p in _trainer.params(self.trainer) if p.grad_req != "null"
+                 for g in p.list_grad()]
+        guards = [batch_guard(nll, xb, yb, [g for g in grads if g.context == xb.context])
+                  for nll, xb, yb in zip(nlls, Xs, ys, strict=True)]
+        total = guards[0].as_in_context(ctxs[0])
+        for v in guards[1:]:
+            total = total + v.as_in_context(ctxs[0])
+        total = total.reshape((1,))
+        zero_nonfinite(grads, total)  # as the fused kernels skip the update
+        self.trainer.step(batch_size if step_size is None else step_size)
+        if watch is not None:
+            watch += total
+        if complexity is not None:
+            complexity = complexity.as_in_context(ctxs[0]).reshape((1,))
+        return total, complexity
 
 
 def prior_attrs(prior, complexity):
@@ -118,11 +133,24 @@ class FusedBBBStep:
     means as its leaves for the call.
     """
 
-    def __init__(self, forward, posterior, trainer, loss, rules=()):
-        if not load():
-            raise RuntimeError(f"fused kernels unavailable: {unavailable_reason()}")
+    @staticmethod
+    def unavailable(posterior, loss):
+        """Why the fused kernels cannot run a step of ``posterior`` under ``loss`` (None
+        where they can): the one place these conditions are written."""
         if any(c.device_type != "cpu" for c in posterior.contexts):
-            raise ValueError("the fused kernels run on CPU contexts only")
+            return "the fused kernels run on CPU contexts only"
+        if loss.prior.fused_attrs(loss.complexity) is None:
+            return f"no fused kernel for {loss.prior!r} with complexity {loss.complexity!r}"
+        if loss.global_weight is not None or loss.batch_axis != 0:
+            return "the fused kernels take a BBBLoss without a global weight, batch axis 0"
+        if not _kernels.available():
+            return f"the kernels are unavailable ({_kernels.unavailable_reason()})"
+        return None
+
+    def __init__(self, forward, posterior, trainer, loss, rules=()):
+        why = self.unavailable(posterior, loss)
+        if why is not None:
+            raise ValueError(f"the fused engine cannot run here: {why}")
         self.forward, self.posterior, self.trainer = forward, posterior, trainer
         self.attrs = prior_attrs(loss.prior, loss.complexity)
         self.weight_of = loss.weight_of
@@ -448,3 +476,7 @@ class FusedBBBStep:
         if total.shape != (1,):
             total = total.reshape((1,))
         return total, (complexities[0] if complexities else None)
+
+
+# The engines a step can run, by the name BBBStep, TrainConfig and the command line take.
+ENGINES = {"fused": FusedBBBStep, "reference": ReferenceBBBStep}

@@ -26,16 +26,16 @@ import numpy as np
 from mxnet import gluon
 
 from .._checks import as_array, check_int, check_network_takes
-from .._kernels import fused
 from .._kernels import trainer as _trainer
-from .engines import FusedBBBStep, first_not_finite, forward_with, reference_step
+from . import engines
+from .engines import FusedBBBStep, first_not_finite, forward_with
 from .estimators import check_estimator, plan
 from .likelihood import check_label_shape, check_label_values
 from .loss import BBBLoss
 
 __all__ = ["BBBStep", "StepCosts", "ENGINES", "NotFiniteError", "trainable_params"]
 
-ENGINES = ("auto", "fused", "reference")
+ENGINES = ("auto", *engines.ENGINES)
 
 
 class NotFiniteError(FloatingPointError):
@@ -181,7 +181,6 @@ class BBBStep:
         if engine == "reference" and not self.engine_reason:
             self.engine_reason = "engine='reference' was asked for"
         self.engine = "reference" if self.engine_reason else "fused"
-        self._fused = None
         # Running sum of the costs since the last check_finite(): a NaN or infinity stays
         # in it, so one device-side addition per call is all the watching costs.
         self._watch, self._checked, self._calls = None, 0, 0
@@ -191,24 +190,15 @@ class BBBStep:
         # The network's forward under the estimator, set up once (a traced graph per shape
         # of examples where a layer runs Flipout or the local reparameterisation).
         self.forward = forward_with(net, posterior, self.rules, self.engine == "fused")
-        if self.engine == "fused":
-            self._fused = FusedBBBStep(self.forward, posterior, trainer, loss, self.rules)
+        self._engine = engines.ENGINES[self.engine](self.forward, posterior, trainer, loss,
+                                                    self.rules)
 
     @property
     def estimators(self):
         return {r.name: r.rule for r in self.rules}
 
     def _why_not_fused(self):
-        prior, loss = self.loss.prior, self.loss
-        if any(c.device_type != "cpu" for c in self.posterior.contexts):
-            return "the fused kernels run on CPU contexts only"
-        if prior.fused_attrs(loss.complexity) is None:
-            return f"no fused kernel for {prior!r} with complexity {loss.complexity!r}"
-        if loss.global_weight is not None or loss.batch_axis != 0:
-            return "the fused kernels take a BBBLoss without a global weight, batch axis 0"
-        if not fused.available():
-            return f"the kernels are unavailable ({fused.unavailable_reason()})"
-        return None
+        return FusedBBBStep.unavailable(self.posterior, self.loss)
 
     def __call__(self, X, y, batch_index=0, want_complexity=True, *, batch_size=None):
         """Update on the batch ``(X, y)``, split over the posterior's contexts.
@@ -264,25 +254,14 @@ class BBBStep:
         if (x_shape[1:], y_shape[1:]) not in self._taken:
             self._check_new_shapes(X, y, x_shape, y_shape)
         step_size = batch_size if self.loss_reduction == "mean" else 1
-        if self._fused is not None:
-            # The watch is summed inside the step's guard operator: no operator of its own
-            # (on a small network each is a good part of the step). It sums the likelihood
-            # costs; the complexity cost is finite where mu and rho are, and check_finite
-            # reads those.
-            if self.watch and self._watch is None:
-                self._watch = mx.nd.zeros((1,), ctx=self.posterior.contexts[0])
-            costs = self._fused(X, y, batch_index, self.samples, eps=eps,
-                                want_complexity=want_complexity, step_size=step_size,
-                                batch_size=batch_size, watch=self._watch if self.watch else None)
-        else:
-            costs = reference_step(self.net, self.posterior, self.loss, self.trainer, X, y,
-                                   batch_index, self.posterior.contexts, self.samples, eps,
-                                   step_size, batch_size, self.forward)
-            if self.watch:
-                new = [c for c in costs if c is not None]
-                if self._watch is not None:
-                    new.append(self._watch)
-                self._watch = new[0] if len(new) == 1 else mx.nd.add_n(*new)
+        # The watch: each call's likelihood cost added on the device (inside the fused
+        # step's guard operator, no operator of its own). The complexity cost is finite
+        # where mu and rho are, and check_finite reads those.
+        if self.watch and self._watch is None:
+            self._watch = mx.nd.zeros((1,), ctx=self.posterior.contexts[0])
+        costs = self._engine(X, y, batch_index, self.samples, eps=eps,
+                             want_complexity=want_complexity, step_size=step_size,
+                             batch_size=batch_size, watch=self._watch if self.watch else None)
         self._calls += 1
         return costs
 

@@ -20,7 +20,7 @@ from bbb_gluon import (
     ScaleMixturePrior,
 )
 from bbb_gluon._kernels.fused import packed
-from bbb_gluon.core.engines import FusedBBBStep, forward_with, prior_attrs, reference_step
+from bbb_gluon.core.engines import FusedBBBStep, ReferenceBBBStep, forward_with, prior_attrs
 from bbb_gluon.core.likelihood import (
     GaussianNLLLoss,
     HeteroscedasticGaussianNLLLoss,
@@ -94,6 +94,11 @@ def _close_updates(before, a, b, rtol):
             np.abs(dy - dx).max() / scale
 
 
+def _reference_step(net, posterior, loss_fn, trainer):
+    return ReferenceBBBStep(forward_with(net, posterior, fused=False), posterior, trainer,
+                            loss_fn)
+
+
 def _one_step(engine, prior, complexity, batch_index, likelihood="softmax", rho_init=-3.0,
               weighting="blundell"):
     classes = 1 if likelihood == "bernoulli" else 5
@@ -108,8 +113,8 @@ def _one_step(engine, prior, complexity, batch_index, likelihood="softmax", rho_
         nll, cost = step(X, y, batch_index, eps=[[_split(posterior, eps)]],
                          want_complexity=True)
     else:
-        nll, cost = reference_step(net, posterior, loss_fn, trainer, X, y, batch_index,
-                             [mx.cpu()], eps=[[eps]])
+        nll, cost = _reference_step(net, posterior, loss_fn, trainer)(X, y, batch_index,
+                                                                      eps=[[eps]])
     return before, _params(posterior), nll.asscalar(), cost.asscalar()
 
 
@@ -155,8 +160,7 @@ def test_fused_step_with_two_samples_averages(prior, complexity):
             step = _fused_step(net, posterior, trainer, loss_fn)
             step(X, y, 0, samples=2, eps=[[_split(posterior, e) for e in eps]])
         else:
-            reference_step(net, posterior, loss_fn, trainer, X, y, 0, [mx.cpu()], samples=2,
-                     eps=[eps])
+            _reference_step(net, posterior, loss_fn, trainer)(X, y, 0, samples=2, eps=[eps])
         runs[engine] = _params(posterior)
     _close_updates(before, runs["reference"], runs["fused"], rtol=5e-4)
 
@@ -194,7 +198,7 @@ def test_the_steps_draws_into_the_same_arrays_change_no_step(samples, ctxs, esti
         net, posterior, trainer = _setup(ctxs)
         loss_fn = BBBLoss(ScaleMixturePrior(0.5, 1.0, math.exp(-6)), weighting=0.1)
         step = BBBStep(net, posterior, loss_fn, trainer, samples=samples,
-                       estimator=estimator)._fused
+                       estimator=estimator)._engine
         if fresh:
             def fresh_draw(*args, _step=step, _draw=step.draw):
                 _step._drawn.clear()
@@ -256,8 +260,7 @@ def _mixed_run(engine, likelihood, samples, fuse, monkeypatch, optimizer="sgd"):
         step(X, y, 0, samples=samples, eps=[[_split(posterior, e) for e in eps]])
         assert (step._update_plan() is not False) == fuse
     else:
-        reference_step(net, posterior, loss_fn, trainer, X, y, 0, [mx.cpu()], samples=samples,
-                       eps=[eps])
+        _reference_step(net, posterior, loss_fn, trainer)(X, y, 0, samples=samples, eps=[eps])
     return before, _params(posterior) + [p.data().asnumpy() for p in others]
 
 

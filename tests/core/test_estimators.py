@@ -285,7 +285,7 @@ def test_after_a_step_autograd_on_the_means_fills_their_own_gradients(estimator,
     if fail:
         def broken(*args):
             raise RuntimeError("inside the step")
-        step._fused.nll = broken
+        step._engine.nll = broken
         with pytest.raises(RuntimeError, match="inside the step"):
             step(X, y)
     else:

@@ -25,7 +25,7 @@ from mxnet.gluon import nn
 import bbb_gluon as bbb
 from bbb_gluon import MLP, Network, RunOptions
 from bbb_gluon._kernels import threads
-from bbb_gluon.core.engines import reference_step
+from bbb_gluon.core.engines import ReferenceBBBStep, forward_with
 from bbb_gluon.core.loss import BBBLoss, complexity_cost
 from bbb_gluon.core.posterior import Posterior
 from bbb_gluon.core.priors import make_prior
@@ -656,6 +656,11 @@ def _bbb_setup(ctxs, num_batches=4):
     return net, posterior, loss_fn, trainer
 
 
+def _reference(net, posterior, loss_fn, trainer):
+    return ReferenceBBBStep(forward_with(net, posterior, fused=False), posterior, trainer,
+                            loss_fn)
+
+
 def test_bbb_step_two_devices_with_the_same_noise_equal_one_device(mnist_300):
     one_ctx, two_ctx = [mx.cpu(0)], [mx.cpu(0), mx.cpu(1)]
     one, two = _bbb_setup(one_ctx), _bbb_setup(two_ctx)
@@ -669,8 +674,8 @@ def test_bbb_step_two_devices_with_the_same_noise_equal_one_device(mnist_300):
         xb = mx.nd.array(X[step * 33:(step + 1) * 33])  # 33: uneven slices (17 + 16)
         yb = mx.nd.array(y[step * 33:(step + 1) * 33])
         e = mx.nd.array(rng.standard_normal(one[1].num_weights).astype(np.float32))
-        out_one = reference_step(*one, xb, yb, step, one_ctx, eps=[[e]])
-        out_two = reference_step(*two, xb, yb, step, two_ctx, eps=[[e], [e]])
+        out_one = _reference(*one)(xb, yb, step, eps=[[e]])
+        out_two = _reference(*two)(xb, yb, step, eps=[[e], [e]])
         assert len(out_one) == len(out_two) == 2
         for v1, v2 in zip(out_one, out_two, strict=True):
             assert (v1 is None) == (v2 is None)
