@@ -212,13 +212,14 @@ def _add_optimisation_args(p, d):
                    help="seed of the initialisation, the data order and the weight noise "
                         f"(default {d.seed})")
     from ..core.estimators import ESTIMATORS
+    from ..core.step import ENGINES
 
     g.add_argument("--estimator", default=d.estimator, choices=list(ESTIMATORS),
                    help="how a minibatch sees the posterior: one weight sample shared by the "
                         "batch (reparam), the local reparameterisation (local: Dense layers, "
                         "lower-variance gradients), or Flipout (flipout) (default "
                         f"{d.estimator})")
-    g.add_argument("--engine", default=d.engine, choices=["auto", "fused", "reference"],
+    g.add_argument("--engine", default=d.engine, choices=list(ENGINES),
                    help="how a bbb step is computed: the compiled CPU kernels (fused), "
                         "MXNet operators with autograd (reference), or fused where it "
                         f"builds (auto) (default {d.engine})")

@@ -16,6 +16,7 @@ from ..core.likelihood import LIKELIHOODS, likelihood_of
 from ..core.loss import check_complexity
 from ..core.posterior import check_rho_init
 from ..core.priors import Prior, ScaleMixturePrior, make_prior
+from ..core.step import ENGINES
 
 __all__ = ["TrainConfig", "MODELS", "RECIPES", "REGRESSION_DEFAULTS"]
 
@@ -225,9 +226,8 @@ class TrainConfig:
             raise ValueError(f"restore_best must be True or False, got {self.restore_best!r}")
         positive_float("lr")
         positive_float("mu_scale")
-        if self.engine not in ("auto", "fused", "reference"):
-            raise ValueError(f"engine must be 'auto', 'fused' or 'reference', "
-                             f"got {self.engine!r}")
+        if self.engine not in ENGINES:
+            raise ValueError(f"engine must be one of {ENGINES}, got {self.engine!r}")
         check_estimator(self.estimator)
         if self.estimator != "reparam" and self.model != "bbb":
             raise ValueError(f"estimator={self.estimator!r} is a setting of the bbb model, "
