@@ -13,6 +13,7 @@ be traced (a plain ``Block`` with Python control flow, several outputs) runs as
 the block a plain ``net(X)`` runs the layers under their rules.
 """
 
+import logging
 from collections import Counter
 from contextlib import ExitStack, contextmanager
 
@@ -150,6 +151,9 @@ def _imperative(net):
     finally:
         for b in active:
             _private.set_hybridized(b, True)
+
+
+_log = logging.getLogger(__name__)
 
 
 class _Untraceable(Exception):
@@ -300,6 +304,7 @@ class EstimatorForward:
     """
 
     def __init__(self, net, posterior, rules=(), fused=False):
+        self._said_imperative = False
         self.net, self.posterior, self.rules, self.fused = net, posterior, list(rules), fused
         self.special = [r for r in self.rules if r.rule != "reparam"]
         self.modes = key_modes(self.rules, len(posterior.keys))
@@ -339,7 +344,12 @@ class EstimatorForward:
         try:
             return _Graph(self, X)
         except (_Untraceable, mx.base.MXNetError, AttributeError, TypeError, ValueError,
-                KeyError, NotImplementedError):
+                KeyError, NotImplementedError) as e:
+            if not self._said_imperative:  # once per forward: why it runs slower
+                self._said_imperative = True
+                why = " ".join(str(e).split())[:300] or type(e).__name__
+                _log.info("%s runs imperatively under its estimators (it cannot be traced "
+                          "as one graph: %s)", type(self.net).__name__, why)
             return None
 
     def with_sample(self, sample, X, noise):

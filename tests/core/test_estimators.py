@@ -3,6 +3,7 @@ ordinary Gluon layers, each proved against its definition on given noise, unbias
 against the shared sample, and leaving the network as it was."""
 
 import json
+import logging
 import math
 
 import mxnet as mx
@@ -784,6 +785,19 @@ def test_a_network_that_cannot_be_traced_runs_its_layers_swapped(estimator):
     assert not forward.traced and forward.symbol_for(X.shape[1:]) is None
     for a, b in zip(imperative, swap, strict=True):
         np.testing.assert_array_equal(a, b)
+
+
+def test_a_network_that_cannot_be_traced_says_so_once_in_the_log(caplog):
+    net = Branching()
+    net.initialize(mx.init.Xavier(), ctx=CTX)
+    post = posterior_of(net, mx.nd.ones((6, 3), ctx=CTX))
+    forward = EstimatorForward(net, post, plan(net, post, "local"), fused=False)
+    with caplog.at_level(logging.INFO, logger="bbb_gluon.core.estimator_forward"):
+        for n in (6, 5, 6):  # two shapes of examples, each traced (and failing) once
+            forward.with_sample(post.sample(CTX), mx.nd.ones((n, 3), ctx=CTX), fixed_extra)
+    said = [r.getMessage() for r in caplog.records if "runs imperatively" in r.getMessage()]
+    assert len(said) == 1 and said[0].startswith("Branching runs imperatively") \
+        and "cannot be traced" in said[0]
 
 
 @pytest.mark.usefixtures("fused_kernels")
