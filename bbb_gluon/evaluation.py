@@ -12,12 +12,13 @@ from dataclasses import dataclass
 from . import metrics
 from ._checks import as_array, check_class_labels, check_int
 from .core.likelihood import likelihood_of
+from .methods import METHODS, method_of
 from .prediction import check_posterior, checked_inputs, error_rate, predict_proba, uncertainty
 
 __all__ = ["Evaluation", "evaluate_model", "PREDICTIVES"]
 
-PREDICTIVES = {"bbb": "Monte-Carlo over weight samples", "dropout": "MC dropout",
-               "plain": "softmax"}
+# What each method's predictive averages over, in the reports' words.
+PREDICTIVES = {name: method.predictive for name, method in METHODS.items()}
 
 
 @dataclass
@@ -75,12 +76,13 @@ def evaluate_model(net, posterior, X, y, model="bbb", samples=100, X_ood=None, b
     check_posterior(posterior, "evaluate_model")
     if model not in PREDICTIVES:
         raise ValueError(f"model must be one of {sorted(PREDICTIVES)}, got {model!r}")
-    if model == "bbb" and posterior is None:
-        raise ValueError("model='bbb' needs its posterior")
+    method = method_of(model)
+    if method.learns_posterior and posterior is None:
+        raise ValueError(f"model={model!r} needs its posterior")
     check_int(samples, "samples", 1)
     check_int(bins, "bins", 1)
-    bayesian = model != "plain"
-    posterior = posterior if model == "bbb" else None  # what the predictive runs with
+    bayesian = method.samples
+    posterior = posterior if method.learns_posterior else None  # what the predictive runs with
     # The arrays, before any work: X and X_ood as predict_proba checks them, y against
     # the classes of the network's output.
     X, ctx, out = checked_inputs(net, posterior, X, ctx)
@@ -99,7 +101,7 @@ def evaluate_model(net, posterior, X, y, model="bbb", samples=100, X_ood=None, b
 
     def predictive(inputs):
         return uncertainty(net, posterior, inputs, samples, ctx=ctx, likelihood=likelihood,
-                           mc_dropout=model == "dropout", keep_samples=False)
+                           mc_dropout=method.mc_dropout, keep_samples=False)
 
     probs_means = predict_proba(net, posterior, X, 0, ctx=ctx, likelihood=likelihood)
     u_in = predictive(X)

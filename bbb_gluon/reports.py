@@ -14,6 +14,7 @@ import os
 import numpy as np
 
 from ._files import FileWriteError, atomic_write_text
+from .methods import learns_posterior, method_of
 from .prediction import error_rate, predict_proba
 from .runs import RunFolderError, load_test_split, output_path, read_run_config
 from .training import load_run
@@ -177,7 +178,7 @@ def _write_evaluation(report, evaluation, run_dir, which, ood, Xt, yt, name):
                                         path=paths["least_certain"],
                                         title=f"{name}: least certain test images")]
     if u_out is not None:
-        with_mi = kind != "plain"
+        with_mi = method_of(kind).samples
         figs.append(plotting.plot_entropy_histograms(
             u_in["predictive_entropy"], u_out["predictive_entropy"],
             u_in["mutual_information"] if with_mi else None,
@@ -237,7 +238,7 @@ def prune_run(run_dir, fractions, which="best", ctx=None, data_dir=None):
 
     check_fractions(fractions)
     model = read_run_config(run_dir)["train"].get("model")
-    if model != "bbb":
+    if not learns_posterior(model):
         raise RunFolderError(f"{run_dir} is a {model!r} run; pruning needs a bbb run (it "
                              "ranks weights by the posterior's signal-to-noise ratio)")
     csv_path, export_path, stats_path, hist_path, cdf_path = pruning_files(run_dir, which,

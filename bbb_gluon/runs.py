@@ -18,6 +18,7 @@ import os
 import numpy as np
 
 from .core.priors import make_prior, prior_kinds
+from .methods import learns_posterior
 
 __all__ = ["RunFolderError", "SUMMARY_COLUMNS", "read_run_config", "read_history",
            "summarize_run", "errors_at", "curve_column", "run_weights", "output_path",
@@ -150,7 +151,7 @@ def summarize_run(run_dir):
     seconds = [r["seconds"] for r in history if r.get("seconds") is not None]
     end = metrics.get("end_of_training") or {}
     monitored = [r["test_error"] for r in history if r.get("test_error") is not None]
-    bbb = train.get("model") == "bbb"
+    bbb = learns_posterior(train.get("model"))
     prior = _stored_prior(run_dir, train) if bbb else None
     prior_columns = dict.fromkeys(PRIOR_COLUMNS)
     if prior is not None:

@@ -17,7 +17,7 @@ def warn_if_implausible(config):
     """``train``'s settings checked before any work: a starting sigma above the prior's
     widest scale puts the weights' noise beyond what the prior allows, and the first
     steps spend themselves shrinking it."""
-    if config.model != "bbb":
+    if not config.method.learns_posterior:
         return
     rho = max(config.rho_init) if isinstance(config.rho_init, list | tuple) \
         else config.rho_init

@@ -61,10 +61,12 @@ def cmd_evaluate(args):
 
 
 def _print_results(report, args, which, ood):
+    from ..methods import method_of
+
     pct, kind = 100.0, report["model"]
     line = f"test error {pct * report['test_error_means']:.2f}% with the means"
-    if kind != "plain":
-        what = "weight samples" if kind == "bbb" else "dropout masks"
+    what = method_of(kind).sample_noun
+    if what is not None:
         line += f", {pct * report['test_error_mc']:.2f}% with {args.samples} {what}"
     print(f"{report['dataset']} {kind}, {describe_checkpoint(which, report)}: {line} "
           f"({report['num_test']} test images)")

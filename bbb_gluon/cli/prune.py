@@ -35,8 +35,10 @@ def cmd_prune(args):
 
     fractions = _parse_fractions(args.fractions)
     run_dir, which = args.run_dir, args.checkpoint
+    from ..methods import learns_posterior
+
     model = stored_run_config(run_dir)["train"].get("model")
-    if model != "bbb":
+    if not learns_posterior(model):
         raise UsageError(f"{run_dir} is a {model!r} run; prune needs a bbb run (it ranks "
                          "weights by the posterior's signal-to-noise ratio)")
     paths = pruning_files(run_dir, which, fractions)

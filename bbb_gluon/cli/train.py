@@ -136,8 +136,10 @@ def _add_model_args(p, d):
 
     m = defaults_of(MLP)  # the network's settings are the MLP's own
     g = p.add_argument_group("model")
+    from ..methods import METHODS
+
     g.add_argument("--model", default=d.model,
-                   help=f"bbb, plain or dropout (default {d.model})")
+                   help=f"the training method: {', '.join(METHODS)} (default {d.model})")
     g.add_argument("--hidden", type=_hidden, default=list(m.hidden),
                    help=f"units per hidden layer, comma-separated (default {_shown(m.hidden)})")
     g.add_argument("--activation", default=m.activation,

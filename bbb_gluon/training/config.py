@@ -17,11 +17,12 @@ from ..core.loss import check_complexity
 from ..core.posterior import check_rho_init
 from ..core.priors import Prior, ScaleMixturePrior, make_prior
 from ..core.step import ENGINES
+from ..methods import METHODS, learns_posterior, method_of
 
 __all__ = ["TrainConfig", "MODELS", "RECIPES", "REGRESSION_DEFAULTS"]
 
 
-MODELS = ("bbb", "plain", "dropout")
+MODELS = tuple(METHODS)  # the methods' names (bbb_gluon.methods)
 # The built-in MLP's settings, which TrainConfig held before they became bbb_gluon.MLP's;
 # config.json files and checkpoints written then hold them in their "train" record.
 MLP_FIELDS = ("hidden", "activation", "num_inputs", "num_outputs", "dropout")
@@ -202,8 +203,7 @@ class TrainConfig:
         def positive_float(name):
             check_positive(getattr(self, name), name)
 
-        if self.model not in MODELS:
-            raise ValueError(f"unknown model {self.model!r}; choose one of {MODELS}")
+        method_of(self.model)  # a known name
         # a name here (config.json, the command line): the object answers from here on
         if self.likelihood not in LIKELIHOODS:
             raise ValueError(f"unknown likelihood {self.likelihood!r}; choose one of "
@@ -217,10 +217,6 @@ class TrainConfig:
                 self.complexity_scale, numbers.Real) or not 0 < self.complexity_scale <= 1:
             raise ValueError(f"complexity_scale must lie in (0, 1], got "
                              f"{self.complexity_scale!r}")
-        if (self.complexity_warmup or self.complexity_ramp or self.complexity_scale != 1) \
-                and self.model != "bbb":
-            raise ValueError(f"complexity_warmup, complexity_ramp and complexity_scale are "
-                             f"settings of the bbb model, not of {self.model!r}")
         positive_int("seed", 0)
         if not isinstance(self.restore_best, bool):
             raise ValueError(f"restore_best must be True or False, got {self.restore_best!r}")
@@ -229,9 +225,7 @@ class TrainConfig:
         if self.engine not in ENGINES:
             raise ValueError(f"engine must be one of {ENGINES}, got {self.engine!r}")
         check_estimator(self.estimator)
-        if self.estimator != "reparam" and self.model != "bbb":
-            raise ValueError(f"estimator={self.estimator!r} is a setting of the bbb model, "
-                             f"not of {self.model!r}")
+        self.method.check(self)  # no setting of another method
         if self.optimizer not in ("adam", "sgd"):
             raise ValueError(f"unknown optimizer {self.optimizer!r}; choose 'adam' or 'sgd'")
         check_rho_init(self.rho_init)
@@ -284,6 +278,11 @@ class TrainConfig:
             d["rho_init"] = list(self.rho_init)
         return d
 
+    @property
+    def method(self):
+        """The training method ``model`` names (:mod:`bbb_gluon.methods`)."""
+        return method_of(self.model)
+
     def complexity_scale_at(self, epoch):
         """The complexity cost's scale in 0-based ``epoch``: 0 in the warm-up, then
         ``complexity_scale * k / (complexity_ramp + 1)`` in the ramp's ``k``-th epoch,
@@ -324,8 +323,8 @@ def _init(self, *args, **kwargs):
         given = ", ".join(f"{name}={kwargs[name]!r}" for name in moved)
         raise TypeError(f"TrainConfig() takes no {', '.join(moved)}: the built-in MLP's "
                         f"settings are its own, fit(config, train, net=bbb.MLP({given}))")
-    if not args and _regression(kwargs.get("likelihood")) and kwargs.get("model", "bbb") \
-            == "bbb":
+    if not args and _regression(kwargs.get("likelihood")) \
+            and learns_posterior(kwargs.get("model", TrainConfig.model)):
         # The settings left out get the regression's defaults (a stored record or
         # dataclasses.replace gives every field: they change nothing there).
         for name, value in REGRESSION_DEFAULTS.items():

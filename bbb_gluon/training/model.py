@@ -174,7 +174,7 @@ def build_mlp(hidden=(400, 400), num_outputs=10, activation="relu", num_inputs=7
 
 def build_model(config, mlp, ctxs):
     net = build_mlp(mlp.hidden, mlp.num_outputs, mlp.activation, mlp.num_inputs,
-                    mlp.dropout if config.model == "dropout" else 0.0)
+                    config.method.dropout(mlp.dropout))
     net.initialize(mx.init.Zero(), ctx=ctxs)
     # Xavier-uniform weights (MXNet's default Xavier: magnitude 3, fan average) drawn by
     # NumPy from the run's seed, so that fit neither depends on nor changes MXNet's
@@ -187,11 +187,7 @@ def build_model(config, mlp, ctxs):
             param.set_data(mx.nd.array(rng.uniform(-scale, scale, param.shape)
                                        .astype(np.float32)))
     net.hybridize(static_alloc=True, static_shape=True)
-    posterior = None
-    if config.model == "bbb":
-        posterior = Posterior(net, mu_init=config.mu_init, mu_scale=config.mu_scale,
-                              rho_init=config.rho_init, seed=config.seed)
-    return net, posterior
+    return net, config.method.make_posterior(net, config)
 
 
 def check_user_model(config, own):
@@ -203,7 +199,7 @@ def check_user_model(config, own):
     if not isinstance(net, gluon.Block):
         raise TypeError(f"net must be a gluon Block, got {type(net).__name__}")
     if posterior is not None:
-        if config.model != "bbb":
+        if not config.method.learns_posterior:
             raise ValueError(f"a posterior was given but config.model is {config.model!r}; "
                              "use model='bbb'")
         posterior.check_net(net)

@@ -247,9 +247,8 @@ def _model(config, mlp, own, ctxs, group, kvstore, num_batches, loss):
         net, posterior = build_model(config, mlp, ctxs)
     else:
         net, posterior = own.net, own.posterior
-    if own is not None and config.model == "bbb" and posterior is None:
-        posterior = Posterior(net, mu_init=config.mu_init, mu_scale=config.mu_scale,
-                              rho_init=config.rho_init, seed=config.seed)
+    if own is not None and posterior is None:
+        posterior = config.method.make_posterior(net, config)
     if posterior is not None:
         posterior.noise.stream_offset = group.rank * len(ctxs)
     loss_fn = likelihood_of(config.likelihood).loss() if loss is None else loss

@@ -1585,7 +1585,7 @@ def test_complexity_schedule_by_epoch():
                 {"complexity_scale": 1.5}, {"complexity_scale": True}):
         with pytest.raises(ValueError, match="complexity_"):
             tiny("bbb", **bad)
-    with pytest.raises(ValueError, match="settings of the bbb model, not of 'plain'"):
+    with pytest.raises(ValueError, match="setting of the bbb model, not of 'plain'"):
         tiny("plain", complexity_warmup=1)
     # config.json carries them, and one written before they existed still loads
     d = tiny("bbb", complexity_warmup=2).to_dict()
