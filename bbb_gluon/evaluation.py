@@ -74,8 +74,8 @@ def evaluate_model(net, posterior, X, y, model="bbb", samples=100, X_ood=None, b
     Evaluation
     """
     check_posterior(posterior, "evaluate_model")
-    if model not in PREDICTIVES:
-        raise ValueError(f"model must be one of {sorted(PREDICTIVES)}, got {model!r}")
+    if not isinstance(model, str) or model not in METHODS:
+        raise ValueError(f"model must be one of {sorted(METHODS)}, got {model!r}")
     method = method_of(model)
     if method.learns_posterior and posterior is None:
         raise ValueError(f"model={model!r} needs its posterior")
@@ -109,7 +109,7 @@ def evaluate_model(net, posterior, X, y, model="bbb", samples=100, X_ood=None, b
     calibration = metrics.calibration_summary(probs, y, bins)
     reliability = metrics.reliability_data(probs, y, bins)
     summary = {
-        "predictive": PREDICTIVES[model],
+        "predictive": method.predictive,
         "samples": samples if bayesian else None,
         "num_test": int(len(y)),
         "test_error_means": error_rate(probs_means, y),

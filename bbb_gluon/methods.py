@@ -96,7 +96,7 @@ class MCDropout(Method):
     sample_noun = "dropout masks"
 
 
-METHODS = dict(_METHODS)
+METHODS = _METHODS  # the registry itself: a method defined later is in it too
 
 
 def method_of(method):
