@@ -337,11 +337,8 @@ class FanInGaussianPrior(Prior):
     The fan-in :math:`n_{in}` is the product of the array's shape after the first axis
     (a Dense weight ``(units, in_units)``: ``in_units``; a convolution's ``(channels,
     in_channels, *kernel)``: ``in_channels`` times the kernel's size); a one-axis array
-    (a bias) keeps :math:`\sigma = g`. With :math:`g = 1` a unit's pre-activation has
-    the variance of one input under the prior whatever the layer's width, where
-    :math:`N(0, 1)` on every weight gives it the width's variance: a wide layer's prior
-    functions are then far rougher than its data, and the complexity cost pays for
-    every weight that moves away from zero (docs/regression.md).
+    (a bias) keeps :math:`\sigma = g`. With :math:`g = 1` a unit's pre-activation has an
+    input's variance under the prior whatever the layer's width (docs/regression.md).
 
     Parameters
     ----------
@@ -387,20 +384,17 @@ class EmpiricalBayesPrior(Prior):
 
         \hat v = \frac{\sum_j (\mu_j^2 + \sigma_j^2) + 2\beta}{n + 2\alpha + 2}
 
-    (with the closed-form KL; the Monte-Carlo cost puts the sampled weights' squares in
-    place of :math:`\mu_j^2 + \sigma_j^2`). Each array (a layer's weight, its bias) gets its
-    own :math:`v`, so a layer whose weights the data need large keeps a wide prior while
-    the others narrow. :math:`\hat v` is held fixed in the gradient: at the optimum of
-    :math:`v` the objective's slope in :math:`v` is zero, so this is the gradient of the
-    ELBO with :math:`v` optimised out. The cost reported is :math:`KL(q \| N(0, \hat v))`
-    (the hyperprior's own term left out).
+    (the Monte-Carlo cost puts the sampled weights' squares in place of
+    :math:`\mu_j^2 + \sigma_j^2`), one :math:`v` per array (a layer's weight, its bias).
+    :math:`\hat v` is held fixed in the gradient, which at the optimum of :math:`v` is the
+    gradient of the ELBO with :math:`v` optimised out; the cost reported is
+    :math:`KL(q \| N(0, \hat v))`, without the hyperprior's term.
 
     Parameters
     ----------
     alpha, beta : float, default 1.0, 1.0
-        The hyperprior's shape and scale, ``alpha >= 0``, ``beta > 0``: they keep
-        :math:`\hat v` away from 0 on small arrays (a one-unit bias); on a layer of
-        thousands of weights the weights decide.
+        The hyperprior's shape (``>= 0``) and scale (``> 0``): they keep :math:`\hat v`
+        away from 0 on small arrays (a one-unit bias).
     """
 
     kind = "empirical_bayes"
