@@ -41,6 +41,7 @@ from mxnet import autograd
 from .._kernels import fused
 from .._kernels import trainer as _trainer
 from .engines import forward_with
+from .step import batch_shapes_message
 
 __all__ = ["IVONStep"]
 
@@ -236,7 +237,12 @@ class IVONStep:
         ``h``, ``g`` and the other parameters keep their values) and counts in
         :attr:`skipped`.
         """
-        X, y = X.as_in_context(self.ctx), y.as_in_context(self.ctx)
+        # NumPy batches copied to the context once; shapes checked before any work (no
+        # host sync: a NaN in a batch shows as a skip)
+        X, y = (a.as_in_context(self.ctx) if isinstance(a, mx.nd.NDArray)
+                else mx.nd.array(a, ctx=self.ctx, dtype="float32") for a in (X, y))
+        if not X.shape or X.shape[0] == 0 or not y.shape or y.shape[0] != X.shape[0]:
+            raise ValueError(batch_shapes_message(X.shape, y.shape))
         if self.engine == "fused" and eps is None:
             return self._fused_step(X, y)
         sigmas = self.sigma()

@@ -250,3 +250,18 @@ def test_the_engine_choice():
         IVONStep(net, posterior, gluon.loss.L2Loss(), ess=8.0, samples=3, engine="fused")
     with pytest.raises(ValueError, match="engine must be"):
         IVONStep(net, posterior, gluon.loss.L2Loss(), ess=8.0, engine="gpu")
+
+
+def test_a_batch_of_mismatched_shapes_is_refused_before_any_work():
+    X, y, net, posterior = linear_problem()
+    step = IVONStep(net, posterior, gluon.loss.L2Loss(), ess=32.0)
+    before = [p.data().asnumpy() for p in posterior.mu_parameters]
+    with pytest.raises(ValueError, match="same number of examples"):
+        step(mx.nd.array(X), mx.nd.array(y[:-3]))
+    with pytest.raises(ValueError, match="no examples"):
+        step(mx.nd.array(X[:0]), mx.nd.array(y[:0]))
+    assert step.num_updates == 0 and step.skipped == 0
+    for a, p in zip(before, posterior.mu_parameters, strict=True):
+        np.testing.assert_array_equal(a, p.data().asnumpy())
+    step(X, y)  # NumPy arrays are taken as a batch
+    assert step.num_updates == 1
