@@ -357,8 +357,7 @@ class FanInGaussianPrior(Prior):
 
     def sigma_of(self, shape):
         """The prior's standard deviation on an array of ``shape``."""
-        fan_in = math.prod(shape[1:]) if len(shape) > 1 else 1
-        return self.gain / math.sqrt(max(fan_in, 1))
+        return self.gain / math.sqrt(max(math.prod(shape[1:]), 1))
 
     def label(self):
         return f"N(0,{self.gain:g}^2/fan-in)"
@@ -416,9 +415,6 @@ class EmpiricalBayesPrior(Prior):
         r""":math:`\hat v` from the sum of squares of ``n`` values, outside autograd."""
         return F.stop_gradient((sum_of_squares + 2.0 * self.beta) /
                                (n + 2.0 * self.alpha + 2.0))
-
-    def label(self):
-        return f"EB(alpha={self.alpha:g},beta={self.beta:g})"
 
     def log_prob(self, w, F=mx.nd):
         squares = ops.sum_of_squares(w, F)
