@@ -8,7 +8,8 @@ is then trained on all the training rows and scored once on the test rows: RMSE 
 predictive mean, average log-likelihood per point, 95% interval coverage, on the original
 scale. The test rows never choose anything. One hidden layer of ReLU units (the
 protocol's 50, 100 for protein), ``GaussianNLLLoss(None)`` (one noise scale, learned),
-``BBBStep`` with Adam in a plain loop.
+``BBBStep`` with Adam in a plain loop; ``--model ivon`` trains the heteroscedastic network
+with ``IVONStep`` instead (issue 60).
 
 Each split is written to ``OUT/<dataset>/split_<K>.json`` as it finishes and skipped when
 it is there, so a stopped run resumes where it stopped; ``OUT/summary.json`` maps each
@@ -41,6 +42,7 @@ from bbb_gluon import (
     GaussianNLLLoss,
     GaussianPrior,
     HeteroscedasticGaussianNLLLoss,
+    IVONStep,
     Posterior,
     TrainConfig,
     machine,
@@ -66,7 +68,17 @@ GRID = [{"lr": lr, "prior_sigma": 1.0} for lr in (1e-2, 3e-3, 1e-3)]
 GRID_HETEROSCEDASTIC = [{"lr": lr, "prior_sigma": 1.0, "complexity_scale": scale}
                         for lr in (1e-2, 1e-3) for scale in (1.0, 0.1)]
 WARMUP = 0.1  # of the epochs, and the ramp alike
-MODELS = {"homoscedastic": GRID, "heteroscedastic": GRID_HETEROSCEDASTIC}
+# --model ivon (issue 60): the heteroscedastic network trained by IVONStep (the same
+# posterior, a natural-gradient update); beta2 0.999 as in IVON's one-hidden-layer
+# regression setting (0.99999 would leave h at h0 for this run's 8,000 steps), h0 0.5; the
+# prior N(0, 1) as above (weight decay 1/lambda); tuned per split over the learning rate
+# and lambda (the training rows: the free energy; ten times them: tempered, as the weight
+# 0.1 above). A pilot on split 0's validation rows of Boston and Yacht: lr 0.1 and 0.02
+# diverged within the budget on both, 0.01 late in training; 0.003 held, and tempered was
+# best on both (-2.44 and 0.12 at their best checkpoints).
+GRID_IVON = [{"method": "ivon", "lr": lr, "prior_sigma": 1.0, "ess_scale": scale,
+              "hess_init": 0.5, "beta2": 0.999} for lr in (3e-3, 1e-3) for scale in (1, 10)]
+MODELS = {"homoscedastic": GRID, "heteroscedastic": GRID_HETEROSCEDASTIC, "ivon": GRID_IVON}
 RHO_INIT = -5.0
 BATCH = 32
 STEPS = 8_000        # training steps of one run on the 80%: the epoch budget follows
@@ -78,7 +90,8 @@ TEST_SAMPLES = 100
 
 def build(data, setting, seed, num_batches):
     mx.random.seed(seed)
-    heteroscedastic = "complexity_scale" in setting
+    ivon = setting.get("method") == "ivon"
+    heteroscedastic = ivon or "complexity_scale" in setting
     net = nn.HybridSequential()
     net.add(nn.Dense(data.hidden, activation="relu", in_units=data.X_train.shape[1]),
             nn.Dense(2 if heteroscedastic else 1, in_units=data.hidden))
@@ -89,6 +102,12 @@ def build(data, setting, seed, num_batches):
     likelihood = HeteroscedasticGaussianNLLLoss() if heteroscedastic else GaussianNLLLoss(None)
     likelihood.initialize()
     posterior = Posterior(net, rho_init=RHO_INIT, seed=seed)
+    if ivon:  # lambda: the rows the step sees (times the tempering); prior N(0, sigma^2)
+        ess = len(data.X_train) * setting["ess_scale"]
+        return net, posterior, likelihood, IVONStep(
+            net, posterior, likelihood, ess=ess, lr=setting["lr"],
+            weight_decay=1.0 / (ess * setting["prior_sigma"] ** 2),
+            hess_init=setting["hess_init"], beta2=setting["beta2"])
     loss = BBBLoss(GaussianPrior(setting["prior_sigma"]), likelihood, num_batches=num_batches)
     trainer = gluon.Trainer(trainable_params(net, posterior, loss), "adam",
                             {"learning_rate": setting["lr"]})
@@ -123,13 +142,24 @@ def train(data, setting, epochs, seed, score_at=()):
         if schedule is not None:
             step.loss.complexity_scale = schedule.complexity_scale_at(epoch - 1)
         for i, (X, y) in enumerate(loader.epoch(epoch - 1)):
-            step(X, y, i, want_complexity=False)
+            if isinstance(step, IVONStep):
+                step(X, y)
+            else:
+                step(X, y, i, want_complexity=False)
         if epoch in score_at:
-            step.check_finite()
+            check_finite(step)
             curve.append({"epoch": epoch, **scores(data, net, posterior, likelihood,
                                                    VALID_SAMPLES)})
-    step.check_finite()
+    check_finite(step)
     return (net, posterior, likelihood), curve
+
+
+def check_finite(step):
+    if not isinstance(step, IVONStep):
+        step.check_finite()
+    elif step.skipped:  # IVON skips a batch whose gradients are not finite: say so
+        raise FloatingPointError(f"IVON skipped {step.skipped} batches whose likelihood "
+                                 f"or gradients were not finite")
 
 
 def epoch_budget(rows, protocol_epochs, smoke):
@@ -264,7 +294,8 @@ def main():
     parser.add_argument("--model", choices=list(MODELS), default="homoscedastic",
                         help="homoscedastic: one learned noise scale (the committed "
                              "results/uci); heteroscedastic: a noise scale per row, the cost "
-                             "ramped in, tuned over its weight too (default homoscedastic)")
+                             "ramped in, tuned over its weight too; ivon: the heteroscedastic "
+                             "network trained by IVONStep (default homoscedastic)")
     args = parser.parse_args()
     error = check_arguments(args)
     if error is not None:

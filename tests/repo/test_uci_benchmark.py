@@ -116,3 +116,15 @@ def test_help_is_whole_and_the_table_says_what_is_missing(tmp_path):
     table = Path(SCRIPT).with_name("uci_table.py")
     done = _script([], tmp_path / "no-data", script=table, cwd=tmp_path)
     _refused(done, "uci/SOURCE.md not found: it holds the published columns")
+
+
+def test_the_ivon_model_trains_the_same_network_with_ivonstep(uci_root, tmp_path):
+    out = tmp_path / "uci-ivon"
+    done = _script(["--model", "ivon", "--datasets", "yacht", "--splits", "0", "--smoke",
+                    "--out", str(out)], uci_root)
+    assert done.returncode == 0, done.stderr
+    split = json.loads((out / "yacht" / "split_0.json").read_text())
+    assert split["chosen"]["method"] == "ivon" and split["settings"]["model"] == "ivon"
+    assert np.isfinite(split["test"]["log_likelihood"]) and split["noise_sigma"] > 0
+    # lambda is the rows trained on, times the tempering: the prior N(0, 1) either way
+    assert split["chosen"]["ess_scale"] in (1, 10) and split["chosen"]["prior_sigma"] == 1.0
