@@ -16,7 +16,8 @@ from mxnet.symbol.register import _make_symbol_function
 __all__ = ["sparse_label", "is_hybridized", "set_hybridized", "act_type", "children",
            "own_params", "params_with_prefix", "input_width", "dense_settings",
            "conv_settings", "loss_settings", "apply_weighting", "parameter_arrays",
-           "set_parameter_arrays", "dataset_arrays", "barrier", "load_operator_library"]
+           "set_parameter_arrays", "dataset_arrays", "loader_examples", "barrier",
+           "load_operator_library"]
 
 
 def sparse_label(loss):
@@ -104,6 +105,13 @@ def dataset_arrays(dataset):
     """The whole ``(data, label)`` of a Gluon vision dataset (MNIST, FashionMNIST) at once;
     its public interface gives one pair per ``__getitem__``."""
     return dataset._data, dataset._label
+
+
+def loader_examples(loader):
+    """The examples a ``gluon.data.DataLoader`` reads in an epoch: its dataset's length
+    (DataLoader keeps the dataset as ``_dataset``; with a sampler of its own, a
+    ``batch_sampler``, it may read fewer)."""
+    return len(loader._dataset)
 
 
 def barrier(kvstore):

@@ -20,6 +20,25 @@ __all__ = ["main"]
 WITHOUT_MXNET = ("launch",)
 
 
+def _method_defaults(args):
+    """The options ``bbb-gluon train --model M`` starts from where M's defaults differ
+    from the options' (``Method.defaults``; a prior as its kind and hyperparameters)."""
+    if getattr(args, "command", None) != "train" or getattr(args, "resume", False):
+        return {}
+    from ..methods import METHODS
+
+    method = METHODS.get(args.model)
+    out = {}
+    for name, value in (method.defaults if method is not None else {}).items():
+        if name == "prior":
+            out["prior"] = value.kind
+            out.update({o.flag.lstrip("-").replace("-", "_"): o.from_param(
+                getattr(value, o.param)) for o in value.cli_options})
+        else:
+            out[name] = value
+    return out
+
+
 def main(argv=None):
     # The console script and ``python -m bbb_gluon`` call main() with no arguments.
     PROGRAM["running"] = argv is None
@@ -31,11 +50,15 @@ def main(argv=None):
         check([])  # one that cannot be imported is named, with what to install
     parser = build_parser(command)
     args = _parse(parser, argv)
+    defaults = _method_defaults(args)
     if getattr(args, "recipe", None):
         from ..training.config import RECIPES
 
-        # The recipe's values become the defaults, so options given beside it still win.
-        parser.train_parser.set_defaults(**RECIPES[args.recipe])
+        defaults.update(RECIPES[args.recipe])
+    if defaults:
+        # The method's and the recipe's values become the defaults, so options given
+        # beside them still win.
+        parser.train_parser.set_defaults(**defaults)
         args = _parse(parser, argv)
     if PROGRAM["running"] and args.command not in WITHOUT_MXNET:
         # Before any MXNet operator, or the thread count can no longer go up (quietly:

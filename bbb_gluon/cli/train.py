@@ -36,7 +36,7 @@ def _config_defaults():
 
 
 # Its line in ``bbb-gluon --help``.
-HELP = "train bbb / plain / dropout MLPs on (Fashion-)MNIST"
+HELP = "train bbb / ivon / plain / dropout MLPs on (Fashion-)MNIST"
 
 
 def add_parser(sub):
@@ -138,14 +138,23 @@ def _add_model_args(p, d):
     g = p.add_argument_group("model")
     from ..methods import METHODS
 
+    starts = "; ".join(f"{name} starts from " + " ".join(
+        f"--{k.replace('_', '-')} {getattr(v, 'kind', v)}" for k, v in m_.defaults.items())
+        for name, m_ in METHODS.items() if m_.defaults)
     g.add_argument("--model", default=d.model,
-                   help=f"the training method: {', '.join(METHODS)} (default {d.model})")
+                   help=f"the training method: {', '.join(METHODS)} (default {d.model}); "
+                        f"{starts}")
     g.add_argument("--hidden", type=_hidden, default=list(m.hidden),
                    help=f"units per hidden layer, comma-separated (default {_shown(m.hidden)})")
     g.add_argument("--activation", default=m.activation,
                    help=f"relu, tanh, sigmoid, softrelu (default {m.activation})")
     g.add_argument("--dropout", type=float, default=m.dropout,
                    help=f"drop rate of --model dropout (default {m.dropout:g})")
+    g.add_argument("--hess-init", type=float, default=d.hess_init,
+                   help=f"--model ivon: the Hessian estimate's start h0 (default "
+                        f"{d.hess_init:g})")
+    g.add_argument("--beta2", type=float, default=d.beta2,
+                   help=f"--model ivon: the Hessian estimate's rate (default {d.beta2:g})")
 
 
 def _add_prior_args(p, d):
@@ -169,8 +178,9 @@ def _add_prior_args(p, d):
                         f"{d.complexity_scale:g})")
     g.add_argument("--samples", type=int, default=d.samples,
                    help=f"weight samples per step (default {d.samples})")
-    g.add_argument("--mu-init", default=d.mu_init, choices=["normal", "uniform"],
-                   help="mu ~ N(0, mu_scale^2) (normal) or U(-mu_scale, mu_scale) (default "
+    g.add_argument("--mu-init", default=d.mu_init, choices=["normal", "uniform", "copy"],
+                   help="mu ~ N(0, mu_scale^2) (normal), U(-mu_scale, mu_scale) (uniform), "
+                        f"or the network's Xavier initialisation (copy) (default "
                         f"{d.mu_init})")
     g.add_argument("--mu-scale", type=float, default=d.mu_scale,
                    help="standard deviation (normal) or half-width (uniform) of mu's start "
@@ -193,7 +203,8 @@ def _add_optimisation_args(p, d):
                         f"{d.optimizer})")
     g.add_argument("--lr", type=float, default=d.lr,
                    help="learning rate on the gradient of the batch cost that "
-                        f"--loss-reduction names (default {d.lr:g})")
+                        f"--loss-reduction names (default {d.lr:g}; --model ivon: its "
+                        "alpha)")
     g.add_argument("--loss-reduction", default=d.loss_reduction, choices=["mean", "sum"],
                    help="the optimiser differentiates the batch's mean cost (Gluon's "
                         "convention) or its sum (the paper's eq. 8: SGD at lr 1e-3 with sum "
@@ -274,7 +285,7 @@ def _config_from_args(args):
         eval_samples=args.eval_samples, seed=args.seed,
         engine=args.engine, loss_reduction=args.loss_reduction,
         lr_decay_epochs=tuple(args.lr_decay_epochs), lr_decay_factor=args.lr_decay_factor,
-        rho_lr_mult=args.rho_lr_mult)
+        rho_lr_mult=args.rho_lr_mult, hess_init=args.hess_init, beta2=args.beta2)
 
 
 def _resumed_settings(args):

@@ -34,6 +34,8 @@ References
 """
 
 import math
+import os
+import pickle
 
 import mxnet as mx
 from mxnet import autograd
@@ -167,16 +169,22 @@ class IVONStep:
             p.set_data(mx.nd.log(mx.nd.expm1(s)))
 
     def state_dict(self):
-        """What a resume needs beside the posterior's means: ``h``, ``g`` and the counts,
-        as NumPy arrays and numbers."""
+        """What a resume needs beside the posterior's means: ``h``, ``g``, the counts, the
+        noise, and the :math:`\rho` last written (the fused update writes it in its own
+        arithmetic: a resume reads it back bit for bit), as NumPy arrays and numbers."""
         return {"hess": [h.asnumpy() for h in self.hess],
                 "momentum": [g.asnumpy() for g in self.momentum],
+                "rho": [p.data(self.ctx).asnumpy() for p in self.posterior.rho_parameters],
                 "num_updates": self.num_updates, "skipped": self.skipped,
                 "noise": self.posterior.noise.state_dict()}
 
     def load_state_dict(self, state):
         """Continue from :meth:`state_dict` (the means come with the posterior's file)."""
-        for dst, key in ((self.hess, "hess"), (self.momentum, "momentum")):
+        keys = ("hess", "momentum") + (("rho",) if "rho" in state else ())
+        targets = {"hess": self.hess, "momentum": self.momentum,
+                   "rho": [p.data(self.ctx) for p in self.posterior.rho_parameters]}
+        for key in keys:
+            dst = targets[key]
             if len(state[key]) != len(dst) or any(
                     tuple(a.shape) != d.shape for a, d in zip(state[key], dst, strict=True)):
                 raise ValueError(f"the saved IVON state's {key} does not fit this posterior")
@@ -184,7 +192,54 @@ class IVONStep:
         self.momentum = [mx.nd.array(a, ctx=self.ctx) for a in state["momentum"]]
         self._counts = mx.nd.array([state["num_updates"], state["skipped"]], ctx=self.ctx)
         self.posterior.noise.load_state_dict(state["noise"])
-        self._write_rho()
+        if "rho" not in state:  # a state written before it held rho
+            self._write_rho()
+            return
+        for p, a in zip(self.posterior.rho_parameters, state["rho"], strict=True):
+            p.set_data(mx.nd.array(a, ctx=self.ctx))
+
+    # ------------------------------------------ the shape of a gluon.Trainer (for fit)
+    @property
+    def learning_rate(self):
+        r""":math:`\alpha`, as ``gluon.Trainer.learning_rate``."""
+        return self.lr
+
+    def set_learning_rate(self, lr):
+        r"""Set :math:`\alpha` (a schedule's, as ``gluon.Trainer.set_learning_rate``); the
+        other parameters' trainer keeps its own rate."""
+        self.lr = _check_rate("lr", lr, 0.0, math.inf, closed_low=False)
+
+    def save_states(self, fname):
+        """Write :meth:`state_dict` and the other parameters' trainer's states to
+        ``fname``, as ``gluon.Trainer.save_states`` does."""
+        state = self.state_dict()
+        if self.trainer is not None:
+            tmp = f"{fname}.trainer"
+            try:
+                self.trainer.save_states(tmp)
+                with open(tmp, "rb") as f:
+                    state["trainer"] = f.read()
+            finally:
+                if os.path.exists(tmp):
+                    os.remove(tmp)
+        with open(fname, "wb") as f:
+            pickle.dump(state, f)
+
+    def load_states(self, fname):
+        """Continue from :meth:`save_states`'s file."""
+        with open(fname, "rb") as f:
+            state = pickle.load(f)  # noqa: S301 - a checkpoint this package wrote
+        self.load_state_dict(state)
+        if (self.trainer is None) != ("trainer" not in state):
+            raise ValueError("the saved IVON state's trainer does not fit this step's")
+        if self.trainer is not None:
+            tmp = f"{fname}.trainer"
+            with open(tmp, "wb") as f:
+                f.write(state["trainer"])
+            try:
+                self.trainer.load_states(tmp)
+            finally:
+                os.remove(tmp)
 
     # ---------------------------------------------------------------- one step
     def _noise(self, means):

@@ -17,7 +17,7 @@ from ..core.loss import check_complexity
 from ..core.posterior import check_rho_init
 from ..core.priors import Prior, ScaleMixturePrior, make_prior
 from ..core.step import ENGINES
-from ..methods import METHODS, learns_posterior, method_of
+from ..methods import METHODS, BayesByBackprop, method_of
 
 __all__ = ["TrainConfig", "MODELS", "RECIPES", "REGRESSION_DEFAULTS"]
 
@@ -35,15 +35,11 @@ FREE_FIELDS = ("epochs", "log_every", "eval_samples", "restore_best")
 _FLOAT32_MAX = float(np.finfo(np.float32).max)
 
 
-# What a regression (likelihood "gaussian" or "heteroscedastic") starts from where its
-# TrainConfig() leaves a setting out, chosen on a 200-point 1-D set with a gap
-# (experiments/small_regression.py, results/small-regression/; docs/regression.md): with
-# the classification defaults the complexity cost prunes the signal away and the fit is a
-# flat line. mu at the layers' own initialisation, sigma small (rho -5), the cost off for
-# the first fifth of the epochs and ramped in over the next fifth, to a tempered weight.
-REGRESSION_DEFAULTS = {"mu_init": "copy", "rho_init": -5.0, "lr": 3e-3,
-                       "complexity_scale": 0.01}
-REGRESSION_WARMUP = 0.2  # of the epochs: complexity_warmup, and complexity_ramp alike
+# What a Bayes-by-Backprop regression (likelihood "gaussian" or "heteroscedastic") starts
+# from where its TrainConfig() leaves a setting out (bbb_gluon.methods.BayesByBackprop says
+# why); another method's are its own (Method.regression_defaults).
+REGRESSION_DEFAULTS = BayesByBackprop.regression_defaults
+REGRESSION_WARMUP = BayesByBackprop.regression_warmup
 
 
 def split_record(train):
@@ -83,9 +79,13 @@ class TrainConfig:
 
     Parameters
     ----------
-    model : {"bbb", "plain", "dropout"}
-        Whether the network gets a posterior (Bayes by Backprop) or trains as it is (the
-        plain and dropout baselines; "dropout" adds the MLP's Dropout layers).
+    model : {"bbb", "ivon", "plain", "dropout"}
+        Whether the network gets a posterior, learned by Bayes by Backprop or by IVON's
+        natural-gradient update (:class:`bbb_gluon.methods.IVON` says which settings it
+        reads), or trains as it is (the plain and dropout baselines; "dropout" adds the
+        MLP's Dropout layers). Under "ivon" the settings ``TrainConfig(...)`` leaves out
+        start from IVON's: ``lr`` 0.1, ``prior`` N(0, 1), ``mu_init`` "copy" (a
+        regression's: :attr:`bbb_gluon.methods.IVON.regression_defaults`).
     likelihood : {"softmax", "bernoulli", "gaussian", "heteroscedastic"}, default "softmax"
         "bernoulli" uses one output unit. "gaussian" (one learned noise scale) and
         "heteroscedastic" (a scale per input, the network's second half of outputs) train
@@ -160,6 +160,11 @@ class TrainConfig:
     restore_best : bool, default False
         End with the weights of the epoch with the lowest validation error (kept in
         memory) instead of the last epoch's; ``TrainResult.best_epoch`` says which.
+    hess_init, beta2 : float, default 1.0, 0.99999
+        IVON's :math:`h_0 > 0` and its Hessian estimate's rate in ``[0, 1)`` (ivon).
+    others_lr : float, default 1e-3
+        The learning rate of the parameters outside the posterior (a learned noise scale,
+        BatchNorm) under ``optimizer`` (ivon; under bbb they share ``lr``).
     """
 
     model: str = "bbb"
@@ -188,6 +193,9 @@ class TrainConfig:
     log_every: int = 50
     engine: str = "auto"
     restore_best: bool = False
+    hess_init: float = 1.0
+    beta2: float = 0.99999
+    others_lr: float = 1e-3
 
     def __post_init__(self):
         object.__setattr__(self, "lr_decay_epochs", tuple(self.lr_decay_epochs))
@@ -222,10 +230,14 @@ class TrainConfig:
             raise ValueError(f"restore_best must be True or False, got {self.restore_best!r}")
         positive_float("lr")
         positive_float("mu_scale")
+        positive_float("hess_init")
+        positive_float("others_lr")
+        if isinstance(self.beta2, bool) or not isinstance(self.beta2, numbers.Real) \
+                or not 0 <= self.beta2 < 1:
+            raise ValueError(f"beta2 must lie in [0, 1), got {self.beta2!r}")
         if self.engine not in ENGINES:
             raise ValueError(f"engine must be one of {ENGINES}, got {self.engine!r}")
         check_estimator(self.estimator)
-        self.method.check(self)  # no setting of another method
         if self.optimizer not in ("adam", "sgd"):
             raise ValueError(f"unknown optimizer {self.optimizer!r}; choose 'adam' or 'sgd'")
         check_rho_init(self.rho_init)
@@ -261,6 +273,7 @@ class TrainConfig:
                 or not (math.isfinite(self.weighting) and self.weighting >= 0):
             raise ValueError(f"a constant weighting must be a finite number >= 0, "
                              f"got {self.weighting!r}")
+        self.method.check(self)  # no setting of another method; the method's own rules
 
     def record(self, own_posterior=False):
         """:meth:`to_dict` without the settings that do not apply to the run: the
@@ -323,16 +336,20 @@ def _init(self, *args, **kwargs):
         given = ", ".join(f"{name}={kwargs[name]!r}" for name in moved)
         raise TypeError(f"TrainConfig() takes no {', '.join(moved)}: the built-in MLP's "
                         f"settings are its own, fit(config, train, net=bbb.MLP({given}))")
-    if not args and _regression(kwargs.get("likelihood")) \
-            and learns_posterior(kwargs.get("model", TrainConfig.model)):
-        # The settings left out get the regression's defaults (a stored record or
-        # dataclasses.replace gives every field: they change nothing there).
-        for name, value in REGRESSION_DEFAULTS.items():
+    method = METHODS.get(kwargs.get("model", TrainConfig.model))
+    if not args and method is not None:
+        # The settings left out get the method's defaults, a regression's where the
+        # likelihood is one (a stored record or dataclasses.replace gives every field:
+        # they change nothing there).
+        regression = _regression(kwargs.get("likelihood"))
+        defaults = method.regression_defaults if regression else method.defaults
+        for name, value in defaults.items():
             kwargs.setdefault(name, value)
         epochs = kwargs.get("epochs", TrainConfig.epochs)
-        if isinstance(epochs, numbers.Integral) and not isinstance(epochs, bool):
+        if regression and method.regression_warmup and isinstance(
+                epochs, numbers.Integral) and not isinstance(epochs, bool):
             for name in ("complexity_warmup", "complexity_ramp"):
-                kwargs.setdefault(name, int(epochs * REGRESSION_WARMUP))
+                kwargs.setdefault(name, int(epochs * method.regression_warmup))
     _dataclass_init(self, *args, **kwargs)
 
 

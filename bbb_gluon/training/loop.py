@@ -256,8 +256,7 @@ def _train_epoch(run, done, epoch, stop, progress):
     # Set every epoch: loading optimizer states on resume brings back a stored rate.
     for t in run.trainers:
         t.set_learning_rate(config.lr_at(epoch))
-    if run.posterior is not None:  # a function of the epoch: a resumed run gets it again
-        run.step.loss.complexity_scale = config.complexity_scale_at(epoch)
+    config.method.start_epoch(run.step, config, epoch)
     t0 = time.perf_counter()
     for i, (xb, yb) in enumerate(run.epoch_batches(epoch)):
         sums.examples += xb.shape[0]

@@ -17,13 +17,12 @@ from mxnet import gluon
 from .._checks import as_array, check_class_labels
 from .._files import atomic_write_text
 from .._kernels.machine import differences
+from .._kernels.private import loader_examples
 from ..core.likelihood import likelihood_of
-from ..core.loss import BBBLoss
 from ..core.posterior import Posterior, PosteriorMismatchError
-from ..core.step import BBBStep, trainable_params
 from ..data import ArrayLoader
 from ..distributed import WorkerGroup
-from .baselines import PlainStep
+from ..methods import StepParts
 from .checkpoint import (
     CHECKPOINT_FORMAT,
     CheckpointError,
@@ -49,7 +48,7 @@ class _Run:
     posterior: Posterior | None
     loss: gluon.loss.Loss | None  # the user's own loss (None: the configured likelihood)
     loss_fn: gluon.loss.Loss
-    step: BBBStep | PlainStep  # PlainStep for the plain and dropout baselines
+    step: object  # the method's (Method.make_step): BBBStep, PlainStep, IVONRunStep
     trainers: list  # one Trainer over everything the run trains
     group: WorkerGroup
     ctxs: list
@@ -141,6 +140,7 @@ def prepare(config, train, valid, net, run_dir, resume, options):
                          "must cut its shard from the same permutation of the same data")
     ctxs = (mlp or own).contexts()
     group = WorkerGroup(kvstore)
+    config.method.check_run(ctxs, group.distributed)
     user_net = own.net if own is not None else None
     if from_loader:  # its data are read batch by batch, not checked up front: its first
         # batch goes through the network (it takes the batches, or says so)
@@ -157,11 +157,12 @@ def prepare(config, train, valid, net, run_dir, resume, options):
         if test is not None else (None, None)
     run_dir, latest_path, best_path = _run_folder(run_dir, resume, group.rank == 0)
     epoch_batches, num_batches = _batches(train, config, ctxs[0])
+    examples = loader_examples(train) if from_loader else len(train[0])
 
     record = config.record(own_posterior=own is not None and own.posterior is not None)
     loss = own.loss if own is not None else _mlp_loss(config, ctxs)
     net, posterior, loss_fn, step, trainers, pi_sum = _model(
-        config, mlp, own, ctxs, group, kvstore, num_batches, loss)
+        config, mlp, own, ctxs, group, kvstore, loss, (num_batches, examples))
     setup = {"engine": step.engine,
              "contexts": [str(c) for c in ctxs],
              "network": "mlp" if task is None else "user",
@@ -239,10 +240,11 @@ def _run_folder(run_dir, resume, writer):
     return run_dir, latest_path, best_path
 
 
-def _model(config, mlp, own, ctxs, group, kvstore, num_batches, loss):
+def _model(config, mlp, own, ctxs, group, kvstore, loss, sizes):
     """The network and posterior (the MLP built, or the user's), the likelihood (``loss``,
-    or the classifier's its name gives), the step and its Trainer, over everything the
-    step trains (a one-element list)."""
+    or the classifier's its name gives), and the method's step and optimiser states
+    (:meth:`~bbb_gluon.methods.Method.make_step`); ``sizes``: an epoch's batches and the
+    training examples."""
     if own is None:
         net, posterior = build_model(config, mlp, ctxs)
     else:
@@ -252,29 +254,17 @@ def _model(config, mlp, own, ctxs, group, kvstore, num_batches, loss):
     if posterior is not None:
         posterior.noise.stream_offset = group.rank * len(ctxs)
     loss_fn = likelihood_of(config.likelihood).loss() if loss is None else loss
-    if posterior is None:
-        params = net.collect_params()
-        if loss is not None:
-            params.update(loss.collect_params())
-        trainer = _make_trainer(config, params, ctxs, group, kvstore)
-        return net, None, loss_fn, PlainStep(net, loss_fn, trainer, ctxs,
-                                             config.loss_reduction), [trainer], 0.0
-    for param in posterior.rho_parameters:
-        param.lr_mult = config.rho_lr_mult
-    bbb_loss = BBBLoss(config.prior, loss_fn, complexity=config.complexity,
-                       weighting=config.weighting, num_batches=num_batches)
-    trainers = [_make_trainer(config, trainable_params(net, posterior, bbb_loss), ctxs, group,
-                              kvstore)]
-    # watch=False: fit watches the costs itself
-    step = BBBStep(net, posterior, bbb_loss, trainers[0], samples=config.samples,
-                   estimator=config.estimator, engine=config.engine,
-                   loss_reduction=config.loss_reduction, watch=False)
-    pi_sum = sum(bbb_loss.weight_of(i) for i in range(num_batches))
+
+    def trainer_for(params, lr):
+        return _make_trainer(config, params, ctxs, group, kvstore, lr)
+
+    parts = StepParts(net, posterior, loss_fn, ctxs, trainer_for, *sizes)
+    step, trainers, pi_sum = config.method.make_step(config, parts)
     return net, posterior, loss_fn, step, trainers, pi_sum
 
 
-def _make_trainer(config, params, ctxs, group=None, kvstore=None):
-    opt = {"learning_rate": config.lr}
+def _make_trainer(config, params, ctxs, group=None, kvstore=None, lr=None):
+    opt = {"learning_rate": config.lr if lr is None else lr}
     if group is not None and group.distributed:
         kv = group.kvstore
     elif len(ctxs) > 1:

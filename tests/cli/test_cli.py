@@ -98,6 +98,28 @@ def run_copy(trained_run, tmp_path):
 # --------------------------------------------------------------------------- train
 
 
+def test_train_with_ivon_starts_from_its_settings_and_options_given_win(data_root,
+                                                                        tmp_path):
+    out = tmp_path / "ivon"
+    status, stdout, stderr = run_in_process(["train", *QUICK, "--model", "ivon",
+                                             "--beta2", "0.999", "--out", str(out)])
+    assert status == 0, stderr
+    train = json.loads((out / "config.json").read_text())["train"]
+    assert (train["model"], train["lr"], train["mu_init"], train["beta2"]) == \
+        ("ivon", 0.1, "copy", 0.999)
+    assert train["prior"] == {"kind": "gaussian", "sigma": 1.0}
+    assert "test error" in stdout
+    status, _, stderr = run_in_process(["train", *QUICK, "--model", "ivon", "--lr", "0.05",
+                                        "--prior-sigma", "0.5", "--out", str(tmp_path / "b")])
+    assert status == 0, stderr
+    train = json.loads((tmp_path / "b" / "config.json").read_text())["train"]
+    assert train["lr"] == 0.05 and train["prior"] == {"kind": "gaussian", "sigma": 0.5}
+    status, _, stderr = run_in_process(["train", *QUICK, "--model", "ivon", "--prior",
+                                        "laplace", "--out", str(tmp_path / "c")])
+    assert_usage_error(status, stderr, "the ivon model takes a Gaussian prior")
+    assert not (tmp_path / "c").exists()
+
+
 def test_train_writes_the_run_folder(trained_run, data_root):
     out, stdout = trained_run
     for name in ("config.json", "metrics.json", "history.csv", "history.json",

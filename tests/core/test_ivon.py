@@ -265,3 +265,54 @@ def test_a_batch_of_mismatched_shapes_is_refused_before_any_work():
         np.testing.assert_array_equal(a, p.data().asnumpy())
     step(X, y)  # NumPy arrays are taken as a batch
     assert step.num_updates == 1
+
+
+def test_it_has_a_trainers_learning_rate_and_state_file(tmp_path):
+    """What fit reads of a Trainer: the rate (a schedule sets alpha, the other parameters'
+    trainer keeps its own) and a states file holding h, g, the counts, the noise and the
+    other parameters' optimiser, which a fresh step continues from exactly."""
+    rng = np.random.default_rng(1)
+    X = rng.normal(size=(64, 6)).astype(np.float32)
+    y = (X[:, 0] > 0).astype(np.float32)
+
+    def build():
+        mx.random.seed(1)
+        net = gluon.nn.HybridSequential()
+        net.add(gluon.nn.Dense(8, in_units=6), gluon.nn.BatchNorm(in_channels=8),
+                gluon.nn.Dense(2, in_units=8))
+        net.initialize(mx.init.Xavier())
+        posterior = Posterior(net, seed=1)
+        others = gluon.Trainer(posterior.deterministic_params(net), "adam",
+                               {"learning_rate": 1e-2})
+        return net, posterior, IVONStep(net, posterior, gluon.loss.SoftmaxCrossEntropyLoss(),
+                                        ess=64.0, trainer=others)
+
+    Xa, ya = mx.nd.array(X), mx.nd.array(y)
+    net, posterior, step = build()
+    step.set_learning_rate(0.05)
+    assert step.learning_rate == 0.05 == step.lr and step.trainer.learning_rate == 1e-2
+    with pytest.raises(ValueError, match=r"lr must be a number in \(0, inf\), got -1"):
+        step.set_learning_rate(-1)
+    for _ in range(3):
+        step(Xa, ya)
+    step.save_states(str(tmp_path / "states"))
+    saved = [p.data().copy() for p in net.collect_params().values()] + \
+        [p.data().copy() for p in posterior.mu_parameters]
+    for _ in range(2):
+        step(Xa, ya)
+    whole = [p.data().asnumpy() for p in net.collect_params().values()] + \
+        [p.data().asnumpy() for p in posterior.mu_parameters]
+    net2, posterior2, step2 = build()
+    step2.set_learning_rate(0.05)
+    params2 = list(net2.collect_params().values()) + posterior2.mu_parameters
+    for p, a in zip(params2, saved, strict=True):
+        p.set_data(a)
+    step2.load_states(str(tmp_path / "states"))
+    assert step2.num_updates == 3 and not list(tmp_path.glob("*.trainer"))
+    for _ in range(2):
+        step2(Xa, ya)
+    again = [p.data().asnumpy() for p in net2.collect_params().values()] + \
+        [p.data().asnumpy() for p in posterior2.mu_parameters]
+    names = list(net2.collect_params().keys()) + ["mu"] * 4
+    for n, a, b in zip(names, whole, again, strict=True):
+        np.testing.assert_array_equal(a, b, err_msg=n)

@@ -234,7 +234,7 @@ def test_progress_bars_only_where_watched_and_a_line_per_epoch(mnist_300, capsys
         fit(tiny("plain", epochs=1), mnist_300.train, net=SMALL, progress="bar")
 
 
-@pytest.mark.parametrize("model", ["bbb", "dropout"])
+@pytest.mark.parametrize("model", ["bbb", "ivon", "dropout"])
 def test_resume_after_an_epoch_matches_uninterrupted_run(mnist_300, tmp_path, model):
     full = fit(tiny(model), mnist_300.train, mnist_300.valid, net=SMALL, run_dir=tmp_path / "a",
                progress=False)
@@ -317,7 +317,8 @@ def test_stop_after_batches_saves_a_checkpoint(mnist_300, tmp_path, model, stop)
 
 def _stop_cases():
     cases = []
-    for model, engine in (("bbb", "auto"), ("bbb", "reference"), ("dropout", "auto")):
+    for model, engine in (("bbb", "auto"), ("bbb", "reference"), ("ivon", "auto"),
+                          ("ivon", "reference"), ("dropout", "auto")):
         for stop, name in ((3, "mid-epoch1"), (5, "end-epoch1"), (7, "mid-epoch2")):
             cases.append(pytest.param(model, engine, stop, id=f"{name}-{model}-{engine}"))
     return cases
