@@ -211,10 +211,12 @@ class IVON(Method):
         if config.engine == "fused" and config.samples != 1:
             raise ValueError(f"the ivon model's fused engine takes one draw a step; "
                              f"samples={config.samples} needs engine 'reference' or 'auto'")
-        for name in ("rho_lr_mult",):
-            if getattr(config, name) != 1.0:
+        # Bayes by Backprop's settings of the posterior's sigma: IVON's starts at
+        # 1/sqrt(lambda (h0 + delta)) and moves by its own update
+        for name, off in (("rho_lr_mult", 1.0), ("rho_init", -3.0)):
+            if getattr(config, name) != off:
                 raise ValueError(f"{name}={getattr(config, name)!r} is a setting of the bbb "
-                                 f"model, not of 'ivon'")
+                                 f"model, not of 'ivon' (its sigma starts from hess_init)")
 
     def check_run(self, contexts, distributed):
         if len(contexts) != 1 or distributed:
