@@ -169,7 +169,7 @@ class IVONStep:
             p.set_data(mx.nd.log(mx.nd.expm1(s)))
 
     def state_dict(self):
-        """What a resume needs beside the posterior's means: ``h``, ``g``, the counts, the
+        r"""What a resume needs beside the posterior's means: ``h``, ``g``, the counts, the
         noise, and the :math:`\rho` last written (the fused update writes it in its own
         arithmetic: a resume reads it back bit for bit), as NumPy arrays and numbers."""
         return {"hess": [h.asnumpy() for h in self.hess],

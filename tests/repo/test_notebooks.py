@@ -36,6 +36,7 @@ NOT_FROM_OUTPUTS = {
     "11_lower_variance_gradients": {},
     "12_regression_with_error_bars": {},
     "13_your_own_regression_data": {},
+    "14_ivon_natural_gradients": {},
 }
 
 # Summary numbers that are differences of two numbers in the outputs, in points of error:
@@ -155,7 +156,7 @@ def notebook(request):
 
 
 def test_notebooks_found():
-    assert len(NOTEBOOKS) == 13, NOTEBOOKS
+    assert len(NOTEBOOKS) == 14, NOTEBOOKS
     assert set(NOT_FROM_OUTPUTS) == set(NOTEBOOKS)
 
 
