@@ -40,9 +40,7 @@ _HOME = {
     **dict.fromkeys(["Posterior", "PosteriorMismatchError", "WeightSample",
                      "bayesian_parameters", "BAYESIAN_LAYERS"], ".core.posterior"),
     **dict.fromkeys(["use_weights", "use_means"], ".core.sampling"),
-    "BBBLoss": ".core.loss", "GaussianNLLLoss": ".core.likelihood",
-    "HeteroscedasticGaussianNLLLoss": ".core.likelihood",
-    "complexity_weight": ".core.loss", "likelihood_loss": ".core.likelihood",
+    "BBBLoss": ".core.loss", "complexity_weight": ".core.loss",
     **dict.fromkeys(["BBBStep", "StepCosts", "NotFiniteError", "trainable_params"],
                     ".core.step"),
     "IVONStep": ".core.ivon",
@@ -60,7 +58,7 @@ _HOME = {
 if _typing.TYPE_CHECKING:  # what static tools (pyright, mypy, an editor) read: _HOME's names
     from ._files import FileWriteError
     from .core.ivon import IVONStep
-    from .core.likelihood import GaussianNLLLoss, HeteroscedasticGaussianNLLLoss, likelihood_loss
+    from .core.likelihood import *  # noqa: F403
     from .core.loss import BBBLoss, complexity_weight
     from .core.posterior import (
         BAYESIAN_LAYERS,
@@ -95,6 +93,12 @@ def _load(module):
     return _importlib.import_module(module, __name__)
 
 
+def _likelihood_names():
+    # The losses core/likelihood defines for its likelihoods, and likelihood_loss: a new
+    # likelihood's loss is public here once its class is added there.
+    return list(_load(".core.likelihood").public_losses())
+
+
 def _prior_names():
     # The names core/priors.py lists in its __all__ (its prior classes and make_prior): a
     # new prior class is public here once it is added there.
@@ -103,7 +107,7 @@ def _prior_names():
 
 def __getattr__(name):
     if name == "__all__":  # ``from bbb_gluon import *``
-        value = [*_prior_names(), *_HOME, "__version__"]
+        value = [*_prior_names(), *_likelihood_names(), *_HOME, "__version__"]
     elif name in _HOME:
         value = getattr(_load(_HOME[name]), name)
     elif name.startswith("_"):
@@ -113,6 +117,8 @@ def __getattr__(name):
         value = _importlib.import_module(f".{name}", __name__)
     elif name in _prior_names():
         value = getattr(_load(".core.priors"), name)
+    elif name in _likelihood_names():
+        value = getattr(_load(".core.likelihood"), name)
     else:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
     globals()[name] = value
@@ -120,4 +126,4 @@ def __getattr__(name):
 
 
 def __dir__():
-    return sorted({*globals(), *_HOME, *_prior_names()})
+    return sorted({*globals(), *_HOME, *_prior_names(), *_likelihood_names()})

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .core.likelihood import GaussianNLLLoss, HeteroscedasticGaussianNLLLoss, likelihood_of
+from .core.likelihood import likelihood_of
 from .metrics import gaussian_scores, mixture_intervals
 from .prediction import predict_proba, predict_samples
 
@@ -38,6 +38,7 @@ class Intervals:
     samples: int
     sample_means: np.ndarray
     sample_stds: np.ndarray
+    noise: object = None  # the likelihood's noise per unit scale (None: the normal)
 
     def scores(self, y, level=0.95):
         """The predictive scored against targets ``y`` (``(N, D)`` or ``(N,)``, on the
@@ -47,7 +48,7 @@ class Intervals:
         n, d = y.shape
         f = self.sample_means.reshape(self.samples, n * d)
         s = self.sample_stds.reshape(self.samples, n * d)
-        return gaussian_scores(f, y.reshape(-1), s, level=level)
+        return gaussian_scores(f, y.reshape(-1), s, level=level, noise=self.noise)
 
 
 def predict_intervals(net, posterior, X, loss, samples=100, levels=(0.5, 0.9, 0.95),
@@ -60,9 +61,10 @@ def predict_intervals(net, posterior, X, loss, samples=100, levels=(0.5, 0.9, 0.
     posterior : Posterior or None
         None for a network without one (then the weights' spread is 0).
     X : ndarray, shape (N, ...)
-    loss : GaussianNLLLoss, HeteroscedasticGaussianNLLLoss or a BBBLoss of one
-        The likelihood the network trained with: it says what the outputs are and gives
-        the noise (a learned or fixed scale, or the network's second half of outputs).
+    loss : a regression's likelihood (GaussianNLLLoss, HeteroscedasticGaussianNLLLoss) or
+        a BBBLoss of one. The likelihood the network trained with: it says what the outputs
+        are and gives the noise (a learned or fixed scale, or the network's second half of
+        outputs).
     samples : int, default 100
         Weight samples of the Monte-Carlo predictive.
     levels : float or sequence of float in (0, 1), default (0.5, 0.9, 0.95)
@@ -74,20 +76,22 @@ def predict_intervals(net, posterior, X, loss, samples=100, levels=(0.5, 0.9, 0.
     -------
     Intervals
     """
-    if isinstance(getattr(loss, "likelihood", None), (GaussianNLLLoss,
-                                                      HeteroscedasticGaussianNLLLoss)):
-        loss = loss.likelihood  # a BBBLoss: its likelihood's
-    if not isinstance(loss, (GaussianNLLLoss, HeteroscedasticGaussianNLLLoss)):
-        raise TypeError(f"predict_intervals needs the Gaussian likelihood the network "
-                        f"trained with (GaussianNLLLoss or HeteroscedasticGaussianNLLLoss, "
-                        f"which give the noise), got {type(loss).__name__}")
+    loss = getattr(loss, "likelihood", loss)  # a BBBLoss: its likelihood's
+    try:
+        likelihood = likelihood_of(loss)
+    except ValueError:
+        likelihood = None
+    noise = likelihood.noise_of(loss) if likelihood is not None else None
+    if noise is None:
+        raise TypeError(f"predict_intervals needs the likelihood the network trained with, "
+                        f"one that gives the noise (GaussianNLLLoss or "
+                        f"HeteroscedasticGaussianNLLLoss, say), got {type(loss).__name__}")
     y_std = np.asarray(y_std, dtype=np.float64)
     if not (np.isfinite(y_std).all() and np.all(y_std > 0)):
         raise ValueError(f"y_std must be finite and > 0, got {y_std.tolist()}")
     y_mean = np.asarray(y_mean, dtype=np.float64)
     if not np.isfinite(y_mean).all():
         raise ValueError("y_mean must be finite")
-    likelihood = likelihood_of(loss)
     if posterior is None:
         out = predict_proba(net, None, X, 0, batch_size, ctx, likelihood)[None]
     else:
@@ -95,14 +99,12 @@ def predict_intervals(net, posterior, X, loss, samples=100, levels=(0.5, 0.9, 0.
     out = out.astype(np.float64)
     if out.ndim == 2:  # one target without a trailing axis
         out = out[..., None]
-    if isinstance(loss, HeteroscedasticGaussianNLLLoss):
-        f, s = np.split(out, 2, axis=-1)
-    else:
-        f, s = out, np.full_like(out, loss.sigma())
+    f, s = likelihood.locations_scales(out, loss)
     f, s = f * y_std + y_mean, s * y_std
     weights_var = f.var(axis=0)
-    noise_var = (s**2).mean(axis=0)
-    bands = mixture_intervals(f, s, levels)
+    noise_var = (s**2).mean(axis=0) * noise.variance
+    bands = mixture_intervals(f, s, levels, noise=noise)
     return Intervals(mean=f.mean(axis=0), weights_std=np.sqrt(weights_var),
                      noise_std=np.sqrt(noise_var), std=np.sqrt(weights_var + noise_var),
-                     intervals=bands, samples=f.shape[0], sample_means=f, sample_stds=s)
+                     intervals=bands, samples=f.shape[0], sample_means=f, sample_stds=s,
+                     noise=noise)

@@ -97,7 +97,8 @@ def test_the_original_scale_and_a_learned_single_noise(heteroscedastic_fit):
 def test_what_it_refuses(heteroscedastic_fit):
     net, posterior, _ = heteroscedastic_fit
     x, _ = _data(5, 3)
-    with pytest.raises(TypeError, match="needs the Gaussian likelihood"):
+    with pytest.raises(TypeError, match="needs the likelihood the network trained with, one "
+                                        "that gives the noise"):
         bbb.predict_intervals(net, posterior, x, gluon.loss.L2Loss())
     with pytest.raises(ValueError, match="y_std must be finite and > 0"):
         bbb.predict_intervals(net, posterior, x, bbb.HeteroscedasticGaussianNLLLoss(),

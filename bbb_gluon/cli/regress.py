@@ -46,10 +46,11 @@ def cmd_regress(args):
 
     from .. import plotting
     from .._files import atomic_write_text
+    from ..core.likelihood import likelihood_of
     from ..intervals import predict_intervals
     from ..training import MLP, RunOptions, TrainConfig, fit
 
-    outputs = 2 if args.likelihood == "heteroscedastic" else 1
+    outputs = likelihood_of(args.likelihood).outputs_for(1)
     mlp = MLP(hidden=(args.hidden,), activation="relu", num_inputs=split.X_train.shape[1],
               num_outputs=outputs)
     config = checked(TrainConfig, likelihood=args.likelihood, epochs=args.epochs,

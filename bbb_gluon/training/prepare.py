@@ -319,7 +319,7 @@ def _mlp_targets(name, y, X, mlp, kind):
     """An MLP regression's targets as float32 ``(N, D)``: D the outputs' means (a
     heteroscedastic likelihood's outputs are the means, then the scales); ``(N,)`` is
     taken for one target."""
-    width = mlp.num_outputs // (2 if kind.name == "heteroscedastic" else 1)
+    width = kind.targets(mlp.num_outputs)
     if y.ndim == 1 and width == 1:
         y = y.reshape(-1, 1)
     if y.shape != (len(X), width):

@@ -5,6 +5,7 @@ fixed or learned), :class:`HeteroscedasticGaussianNLLLoss` for real-valued targe
 noise the network predicts per input, and the checks of the labels a loss takes.
 """
 
+from .families import NORMAL, NormalNoise
 from .kinds import (
     LIKELIHOODS,
     BernoulliLikelihood,
@@ -16,6 +17,7 @@ from .kinds import (
     likelihood_loss,
     likelihood_of,
     num_classes,
+    public_losses,
 )
 from .labels import check_label_shape, check_label_values, check_labels
 from .losses import GaussianNLLLoss, HeteroscedasticGaussianNLLLoss
@@ -24,4 +26,4 @@ __all__ = ["GaussianNLLLoss", "HeteroscedasticGaussianNLLLoss", "Likelihood",
            "SoftmaxLikelihood", "BernoulliLikelihood", "GaussianLikelihood",
            "HeteroscedasticGaussianLikelihood", "likelihood_of", "likelihood_loss",
            "likelihood_kind", "num_classes", "check_labels", "check_label_shape",
-           "check_label_values", "LIKELIHOODS"]
+           "check_label_values", "LIKELIHOODS", "NormalNoise", "NORMAL", "public_losses"]

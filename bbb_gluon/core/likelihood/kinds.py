@@ -1,6 +1,9 @@
 """The likelihood kinds, one object each, and their registry."""
 
+import math
+
 import mxnet as mx
+import numpy as np
 from mxnet.gluon.loss import (
     HuberLoss,
     L1Loss,
@@ -10,7 +13,9 @@ from mxnet.gluon.loss import (
     SoftmaxCrossEntropyLoss,
 )
 
+from ..._kernels import private as _private
 from .. import ops
+from .families import NORMAL
 from .losses import GaussianNLLLoss, HeteroscedasticGaussianNLLLoss
 
 _KINDS = {}
@@ -59,6 +64,43 @@ class Likelihood:
         probabilities (last axis), or for real values the outputs themselves (its mean)."""
         raise NotImplementedError
 
+    def label_shape_error(self, loss, pred_shape, label_shape):
+        """Why labels of ``label_shape`` cannot be what ``loss`` (one of :attr:`losses`)
+        takes for outputs of ``pred_shape``, in the user's words, or None."""
+        return None
+
+    def label_classes(self, loss, pred_shape):
+        """The classes the labels index for outputs of ``pred_shape`` (None where they are
+        not class indices)."""
+        return None
+
+    def label_value_error(self, low, high):
+        """Why labels from ``low`` to ``high`` (finite) cannot be this likelihood's, or
+        None (class labels' range is checked against the classes)."""
+        return None
+
+    # A regression's likelihood also says, of a predictive made of weight samples:
+    def noise_of(self, loss):
+        """The noise per unit scale (:class:`NormalNoise`) that ``loss`` (one of
+        :attr:`losses`) gives the targets, which scores and intervals use; None where it
+        gives none (a classifier, or a loss without a noise scale such as ``L2Loss``)."""
+        return None
+
+    def targets(self, outputs):
+        """The targets per example a network of ``outputs`` outputs predicts."""
+        return outputs
+
+    def outputs_for(self, targets):
+        """The outputs a network needs for ``targets`` targets per example."""
+        return targets
+
+    def locations_scales(self, out, loss):
+        """The noise's location and scale per sample, point and target, as float64 NumPy
+        arrays of the targets' shape, from the network's outputs per sample ``out`` (as
+        :meth:`predictive` gives them, ``(samples, N, outputs)``) and ``loss``, the loss
+        the network trained with (a learned scale)."""
+        raise TypeError(f"the {self.name} likelihood has no noise: it is not a regression's")
+
 
 class SoftmaxLikelihood(Likelihood):
     """Classes, one output (score) each: ``SoftmaxCrossEntropyLoss``."""
@@ -72,6 +114,18 @@ class SoftmaxLikelihood(Likelihood):
 
     def fits(self, outputs):
         return outputs >= 2
+
+    def label_shape_error(self, loss, pred_shape, label_shape):
+        b = pred_shape[0]
+        sparse = _private.sparse_label(loss)
+        if sparse and len(pred_shape) == 2 and label_shape not in ((b,), (b, 1)):
+            return f"class labels must have shape ({b},), got {label_shape}"
+        if not sparse and label_shape != pred_shape:
+            return f"one-hot labels must have pred's shape {pred_shape}, got {label_shape}"
+        return None
+
+    def label_classes(self, loss, pred_shape):
+        return pred_shape[-1] if _private.sparse_label(loss) else None
 
     def predictive(self, out):
         if out.shape[-1] < 2:
@@ -90,6 +144,12 @@ class BernoulliLikelihood(Likelihood):
     losses = (SigmoidBCELoss,)
     outputs_needed = "=1"
 
+    def label_value_error(self, low, high):
+        if low < 0 or high > 1:
+            return (f"SigmoidBCELoss labels must lie in [0, 1], got labels from {low:g} to "
+                    f"{high:g}")
+        return None
+
     def loss(self, noise_sigma=1.0):
         return SigmoidBCELoss()
 
@@ -98,6 +158,12 @@ class BernoulliLikelihood(Likelihood):
 
     def fits(self, outputs):
         return outputs == 1
+
+    def label_shape_error(self, loss, pred_shape, label_shape):
+        if math.prod(label_shape) != math.prod(pred_shape):
+            return (f"SigmoidBCELoss expects one label per output, got pred {pred_shape} "
+                    f"and label {label_shape}")
+        return None
 
     def predictive(self, out):
         p1 = mx.nd.sigmoid(out.reshape(out.shape[:-1] + (1,) if out.ndim == 3 else (-1, 1)))
@@ -115,8 +181,21 @@ class GaussianLikelihood(Likelihood):
     def loss(self, noise_sigma=1.0):
         return GaussianNLLLoss(noise_sigma)
 
+    def noise_of(self, loss):
+        return NORMAL if isinstance(loss, GaussianNLLLoss) else None
+
     def predictive(self, out):
         return out
+
+    def label_shape_error(self, loss, pred_shape, label_shape):
+        if isinstance(loss, GaussianNLLLoss) and label_shape != pred_shape:
+            return (f"GaussianNLLLoss expects targets of pred's shape {pred_shape}, got "
+                    f"{label_shape}")
+        return None
+
+    def locations_scales(self, out, loss):
+        out = np.asarray(out, dtype=np.float64)
+        return out, np.full_like(out, loss.sigma())
 
 
 class HeteroscedasticGaussianLikelihood(Likelihood):
@@ -144,6 +223,26 @@ class HeteroscedasticGaussianLikelihood(Likelihood):
 
     def fits(self, outputs):
         return outputs >= 2 and outputs % 2 == 0
+
+    def noise_of(self, loss):
+        return NORMAL
+
+    def targets(self, outputs):
+        return outputs // 2
+
+    def outputs_for(self, targets):
+        return 2 * targets
+
+    def label_shape_error(self, loss, pred_shape, label_shape):
+        half = pred_shape[:-1] + (pred_shape[-1] // 2,)
+        if pred_shape[-1] % 2 or label_shape != half:
+            return (f"HeteroscedasticGaussianNLLLoss expects outputs with a mean and a scale "
+                    f"per target (an even last axis) and targets of the means' shape; got "
+                    f"outputs {pred_shape} and targets {label_shape}")
+        return None
+
+    def locations_scales(self, out, loss):
+        return tuple(np.split(np.asarray(out, dtype=np.float64), 2, axis=-1))
 
     def predictive(self, out):
         if out.shape[-1] % 2:
@@ -175,6 +274,13 @@ def likelihood_of(likelihood):
             return kind.bound(likelihood)
     raise ValueError(f"cannot tell what {type(likelihood).__name__} makes of the network's "
                      "outputs; pass likelihood='softmax', 'bernoulli' or 'gaussian'")
+
+
+def public_losses():
+    """The names of the losses defined here that stand for a likelihood (the package's
+    public names: ``bbb.GaussianNLLLoss``, ...), and ``likelihood_loss``."""
+    return [kind.losses[0].__name__ for kind in _KINDS.values()
+            if kind.losses[0].__module__.startswith(__package__ + ".")] + ["likelihood_loss"]
 
 
 def likelihood_loss(name, noise_sigma=1.0):

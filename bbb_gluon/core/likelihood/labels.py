@@ -1,12 +1,8 @@
 """The checks of the labels a loss takes."""
 
-import math
-
 import mxnet as mx
-from mxnet.gluon.loss import SigmoidBCELoss, SoftmaxCrossEntropyLoss
 
-from ..._kernels import private as _private
-from .losses import GaussianNLLLoss, HeteroscedasticGaussianNLLLoss
+from .kinds import likelihood_of
 
 
 def check_labels(likelihood, pred, label, batch_axis=0, values=False):
@@ -30,29 +26,14 @@ def check_label_shape(likelihood, pred_shape, label_shape, batch_axis=0):
     if label_shape[:1] != (b,):
         raise ValueError(f"pred has {b} examples but label has "
                          f"{label_shape[0] if label_shape else 'none (a scalar)'}")
-    if isinstance(likelihood, SoftmaxCrossEntropyLoss):
-        sparse = _private.sparse_label(likelihood)
-        if sparse and len(pred_shape) == 2 and label_shape not in ((b,), (b, 1)):
-            raise ValueError(f"class labels must have shape ({b},), got {label_shape}")
-        if not sparse and label_shape != pred_shape:
-            raise ValueError(f"one-hot labels must have pred's shape {pred_shape}, got "
-                             f"{label_shape}")
-        return pred_shape[-1] if sparse else None
-    if isinstance(likelihood, GaussianNLLLoss) and label_shape != pred_shape:
-        raise ValueError(f"GaussianNLLLoss expects targets of pred's shape {pred_shape}, got "
-                         f"{label_shape}")
-    if isinstance(likelihood, HeteroscedasticGaussianNLLLoss):
-        half = pred_shape[:-1] + (pred_shape[-1] // 2,)
-        if pred_shape[-1] % 2 or label_shape != half:
-            raise ValueError(f"HeteroscedasticGaussianNLLLoss expects outputs with a mean and "
-                             f"a scale per target (an even last axis) and targets of the "
-                             f"means' shape; got outputs {pred_shape} and targets "
-                             f"{label_shape}")
-    if isinstance(likelihood, SigmoidBCELoss) and math.prod(label_shape) != math.prod(
-            pred_shape):
-        raise ValueError(f"SigmoidBCELoss expects one label per output, got pred "
-                         f"{pred_shape} and label {label_shape}")
-    return None
+    try:
+        kind = likelihood_of(likelihood)
+    except ValueError:  # a loss of the user's own: its shapes are its business
+        return None
+    error = kind.label_shape_error(likelihood, pred_shape, label_shape)
+    if error is not None:
+        raise ValueError(error)
+    return kind.label_classes(likelihood, pred_shape)
 
 
 def check_label_values(likelihood, label, classes):
@@ -73,6 +54,10 @@ def check_label_values(likelihood, label, classes):
         if lo < 0 or hi > classes - 1:
             raise ValueError(f"class labels must lie in 0..{classes - 1} for {classes} "
                              f"classes, got labels from {lo:g} to {hi:g}")
-    elif isinstance(likelihood, SigmoidBCELoss) and (lo < 0 or hi > 1):
-        raise ValueError(f"SigmoidBCELoss labels must lie in [0, 1], got labels from "
-                         f"{lo:g} to {hi:g}")
+        return
+    try:
+        error = likelihood_of(likelihood).label_value_error(lo, hi)
+    except ValueError:  # a loss of the user's own
+        return
+    if error is not None:
+        raise ValueError(error)
