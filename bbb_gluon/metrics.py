@@ -285,8 +285,9 @@ def mixture_intervals(means, sigmas, levels, noise=None):
     if not np.all(s > 0):
         raise ValueError("sigmas must be > 0 everywhere")
     noise = _noise(noise)
-    lo0 = (f - noise.tail * s).min(axis=0)
-    hi0 = (f + noise.tail * s).max(axis=0)
+    reach = noise.bracket(float(levels.max()))  # each component's widest quantile, in scales
+    lo0 = (f - reach * s).min(axis=0)
+    hi0 = (f + reach * s).max(axis=0)
     tol = 1e-6 * (hi0 - lo0)
 
     def quantile(q):

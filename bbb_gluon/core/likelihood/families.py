@@ -15,7 +15,11 @@ class NormalNoise:
     samples) need of it, in float64 NumPy."""
 
     variance = 1.0  # per unit scale
-    tail = 9.0  # scales beyond which no quantile a level in (0, 1) asks for lies
+
+    def bracket(self, level):
+        """Scales beyond which no central interval of ``level`` or less lies (9: beyond
+        every level a float64 CDF resolves)."""
+        return 9.0
 
     def log_density(self, z):
         return -0.5 * np.square(z) - HALF_LOG_2PI
