@@ -86,11 +86,13 @@ class TrainConfig:
         MLP's Dropout layers). Under "ivon" the settings ``TrainConfig(...)`` leaves out
         start from IVON's: ``lr`` 0.1, ``prior`` N(0, 1), ``mu_init`` "copy" (a
         regression's: :attr:`bbb_gluon.methods.IVON.regression_defaults`).
-    likelihood : {"softmax", "bernoulli", "gaussian", "heteroscedastic"}, default "softmax"
-        "bernoulli" uses one output unit. "gaussian" (one learned noise scale) and
-        "heteroscedastic" (a scale per input, the network's second half of outputs) train
-        a regression, on the package's MLP (``MLP(num_inputs=..., num_outputs=...)``:
-        one output per target, two under "heteroscedastic") or a network of your own; the
+    likelihood : str, default "softmax"
+        A name of :data:`bbb_gluon.core.likelihood.LIKELIHOODS` (each likelihood's class
+        says what it makes of the outputs): "softmax", "bernoulli" (one output unit), or a
+        regression's, such as "gaussian" (one learned noise scale) and "heteroscedastic"
+        (a scale per input, the network's second half of outputs), which train on the
+        package's MLP (``MLP(num_inputs=..., num_outputs=...)``: the outputs the
+        likelihood needs per target) or a network of your own; the
         loss is built, its noise learned and checkpointed (``TrainResult.loss``,
         ``load_run``'s ``meta["loss"]``); the settings a regression's
         ``TrainConfig(...)`` leaves out take :data:`REGRESSION_DEFAULTS` (``mu_init``
