@@ -1223,7 +1223,8 @@ def test_regress_trains_a_uci_split_and_writes_its_scores(uci_root, tmp_path):
         assert_usage_error(status, stderr, "is a regression run \\(bbb-gluon regress\\)")
 
 
-def test_regress_trains_on_a_csv_file_of_ones_own(tmp_path):
+@pytest.mark.parametrize("likelihood", ["heteroscedastic", "studentt"])
+def test_regress_trains_on_a_csv_file_of_ones_own(tmp_path, likelihood):
     rng = np.random.default_rng(0)
     x = rng.uniform(-1, 1, size=(120, 2))
     y = x[:, 0] - 2 * x[:, 1] + 0.1 * rng.normal(size=120)
@@ -1233,10 +1234,13 @@ def test_regress_trains_on_a_csv_file_of_ones_own(tmp_path):
     out = tmp_path / "run"
     status, _, stderr = run_in_process(
         ["regress", "--csv", str(table), "--target", "price", "--likelihood",
-         "heteroscedastic", "--epochs", "3", "--samples", "10", "--out", str(out),
+         likelihood, "--epochs", "3", "--samples", "10", "--out", str(out),
          "--no-progress"])
     assert status == 0, stderr
-    assert json.loads((out / "metrics.json").read_text())["test_rows"] == 12
+    metrics = json.loads((out / "metrics.json").read_text())
+    assert metrics["test_rows"] == 12 and math.isfinite(metrics["log_likelihood"])
+    stored = json.loads((out / "config.json").read_text())["train"]
+    assert stored["likelihood"] == likelihood
 
 
 @pytest.mark.parametrize("argv, message", [

@@ -11,11 +11,15 @@ from mxnet import autograd, gluon
 from bbb_gluon import MLP, BBBLoss, GaussianPrior, TrainConfig
 from bbb_gluon.core.likelihood import (
     LIKELIHOODS,
+    NORMAL,
     BernoulliLikelihood,
     GaussianLikelihood,
     GaussianNLLLoss,
     HeteroscedasticGaussianNLLLoss,
     SoftmaxLikelihood,
+    StudentTLikelihood,
+    StudentTNLLLoss,
+    StudentTNoise,
     check_labels,
     likelihood_kind,
     likelihood_loss,
@@ -213,3 +217,119 @@ def test_heteroscedastic_likelihood_is_one_object_with_its_predictive_and_labels
     with pytest.raises(ValueError, match="a mean and a scale per target"):
         check_labels(loss, mx.nd.ones((5, 3)), mx.nd.ones((5, 1)))
     assert type(likelihood_loss("heteroscedastic")) is HeteroscedasticGaussianNLLLoss
+
+
+# --------------------------------------------------------------------------- Student's t
+
+
+def _t_nll(pred, label, s, df):
+    """Student's t negative log-likelihood per example in float64, from its density."""
+    z2 = ((label - pred) / s) ** 2 / df
+    const = math.lgamma(df / 2) - math.lgamma((df + 1) / 2) + 0.5 * math.log(df * math.pi)
+    return (math.log(s) + const + 0.5 * (df + 1) * np.log1p(z2)).sum(axis=-1)
+
+
+@pytest.mark.parametrize("hybrid", [True, False], ids=["graph", "imperative"])
+@pytest.mark.parametrize("noise_sigma, df", [(0.7, 4.0), (None, 2.5), (None, 30.0)])
+def test_the_student_t_loss_is_its_negative_log_density(noise_sigma, df, hybrid):
+    rng = np.random.default_rng(3)
+    pred, label = rng.normal(size=(2, 6, 3)).astype(np.float32)
+    label[0, 0] = 25.0  # an outlier: a t's cost grows as a log, not a square
+    loss = StudentTNLLLoss(noise_sigma, df=df)
+    loss.initialize(ctx=mx.cpu(1))
+    loss.hybridize(hybrid)
+    got = loss(mx.nd.array(pred, ctx=mx.cpu(1)), mx.nd.array(label, ctx=mx.cpu(1)))
+    want = _t_nll(pred.astype(np.float64), label.astype(np.float64), loss.sigma(), df)
+    np.testing.assert_allclose(got.asnumpy(), want, rtol=2e-5)
+    assert got.asnumpy()[0] < GaussianNLLLoss(loss.sigma())(
+        mx.nd.array(pred), mx.nd.array(label)).asnumpy()[0]
+    with pytest.raises(ValueError, match="df must be"):
+        StudentTNLLLoss(df=0)
+
+
+def test_the_student_t_noise_has_its_distribution():
+    z = np.array([-40.0, -3.0, -1.0, -0.2, 0.0, 0.4, 2.0, 10.0, 300.0])
+    np.testing.assert_allclose(StudentTNoise(1).cdf(z), 0.5 + np.arctan(z) / np.pi,
+                               atol=1e-14)  # Cauchy
+    np.testing.assert_allclose(StudentTNoise(2).cdf(z), 0.5 + z / (2 * np.sqrt(2 + z * z)),
+                               atol=1e-14)
+    np.testing.assert_allclose(StudentTNoise(1e7).cdf(z), NORMAL.cdf(z), atol=3e-7)
+    t4 = StudentTNoise(4)
+    assert t4.cdf(np.array([2.7764451]))[0] == pytest.approx(0.975, abs=1e-7)  # table value
+    grid = np.linspace(-60, 60, 240_001)
+    density = np.exp(t4.log_density(grid))
+    assert np.trapz(density, grid) == pytest.approx(1.0, abs=2e-4)  # tails beyond 60: 2e-5
+    np.testing.assert_allclose(np.gradient(t4.cdf(grid), grid)[1000:-1000],
+                               density[1000:-1000], atol=1e-6)
+    assert t4.variance == 2.0 and StudentTNoise(2).variance == math.inf
+    assert t4.bracket(0.95) == pytest.approx(2.7764451, rel=1e-6)
+
+
+def test_the_student_t_likelihood_is_one_class_the_package_finds():
+    assert "studentt" in LIKELIHOODS
+    kind = likelihood_of(StudentTNLLLoss(df=3.0))
+    assert isinstance(kind, StudentTLikelihood) and kind.df == 3.0 and not kind.classifies
+    assert likelihood_of("studentt").loss(None).df == 4.0
+    import bbb_gluon as bbb
+
+    assert bbb.StudentTNLLLoss is StudentTNLLLoss and "StudentTNLLLoss" in bbb.__all__
+    with pytest.raises(ValueError, match="StudentTNLLLoss expects targets of pred's shape"):
+        check_labels(StudentTNLLLoss(), mx.nd.zeros((4, 2)), mx.nd.zeros((4,)))
+
+
+@pytest.mark.parametrize("engine", ["reference", "fused"])
+def test_a_student_t_regression_trains_in_bbbstep(engine):
+    from bbb_gluon import BBBStep, Posterior, trainable_params
+
+    rng = np.random.default_rng(0)
+    X = rng.uniform(-2, 2, (256, 1)).astype(np.float32)
+    y = (np.sin(2 * X) + 0.1 * rng.standard_t(2, size=X.shape)).astype(np.float32)
+    mx.random.seed(0)
+    net = gluon.nn.HybridSequential()
+    net.add(gluon.nn.Dense(32, activation="relu", in_units=1), gluon.nn.Dense(1, in_units=32))
+    net.initialize(mx.init.Xavier())
+    likelihood = StudentTNLLLoss(None, df=3.0)
+    likelihood.initialize()
+    posterior = Posterior(net, mu_init="copy", rho_init=-5.0, seed=0)
+    loss = BBBLoss(GaussianPrior(1.0), likelihood, num_batches=8)
+    trainer = gluon.Trainer(trainable_params(net, posterior, loss), "adam",
+                            {"learning_rate": 1e-2})
+    step = BBBStep(net, posterior, loss, trainer, engine=engine)
+    assert step.engine == engine
+    costs = []
+    for _ in range(40):
+        total = 0.0
+        for i in range(8):
+            xb, yb = mx.nd.array(X[i::8]), mx.nd.array(y[i::8])
+            total += float(step(xb, yb, i).nll.asscalar())
+        costs.append(total / len(X))
+    step.check_finite()
+    assert costs[-1] < costs[0] - 0.5 and likelihood.sigma() < 0.5  # fit, and the noise shrank
+
+
+def test_a_student_t_regression_in_fit_round_trips_and_scores(tmp_path):
+    import json
+
+    from bbb_gluon import predict_intervals
+    from bbb_gluon.training import fit, load_run
+
+    rng = np.random.default_rng(1)
+    X = rng.uniform(-2, 2, (200, 1)).astype(np.float32)
+    y = (np.sin(2 * X) + 0.1 * rng.standard_t(2, size=X.shape)).astype(np.float32)
+    config = TrainConfig(likelihood="studentt", epochs=6, batch_size=32, eval_samples=2)
+    result = fit(config, (X, y), net=MLP(hidden=(16,), num_inputs=1, num_outputs=1),
+                 run_dir=tmp_path, progress=False)
+    assert isinstance(result.loss, StudentTNLLLoss)
+    stored = json.loads((tmp_path / "config.json").read_text())["train"]
+    assert stored["likelihood"] == "studentt" and TrainConfig.from_dict(stored) == config
+    net, posterior, loaded, meta = load_run(tmp_path)
+    assert loaded.likelihood == "studentt" and meta["loss"].sigma() == result.loss.sigma()
+    bars = predict_intervals(net, posterior, X[:50], meta["loss"], samples=20)
+    assert isinstance(bars.noise, StudentTNoise) and bars.noise.df == 4.0
+    scores = bars.scores(y[:50])
+    assert np.isfinite(scores["log_likelihood"]) and 0 <= scores["coverage"] <= 1
+    # the intervals are the t mixture's: its CDF at their ends is the level's
+    lower, upper = bars.intervals[0.9]
+    z = (upper[:, :, None] - bars.sample_means.transpose(1, 2, 0)) / \
+        bars.sample_stds.transpose(1, 2, 0)
+    np.testing.assert_allclose(bars.noise.cdf(z).mean(axis=-1), 0.95, atol=1e-4)

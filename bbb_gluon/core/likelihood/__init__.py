@@ -5,7 +5,7 @@ fixed or learned), :class:`HeteroscedasticGaussianNLLLoss` for real-valued targe
 noise the network predicts per input, and the checks of the labels a loss takes.
 """
 
-from .families import NORMAL, NormalNoise
+from .families import NORMAL, NormalNoise, StudentTNoise
 from .kinds import (
     LIKELIHOODS,
     BernoulliLikelihood,
@@ -13,6 +13,7 @@ from .kinds import (
     HeteroscedasticGaussianLikelihood,
     Likelihood,
     SoftmaxLikelihood,
+    StudentTLikelihood,
     likelihood_kind,
     likelihood_loss,
     likelihood_of,
@@ -20,10 +21,11 @@ from .kinds import (
     public_losses,
 )
 from .labels import check_label_shape, check_label_values, check_labels
-from .losses import GaussianNLLLoss, HeteroscedasticGaussianNLLLoss
+from .losses import GaussianNLLLoss, HeteroscedasticGaussianNLLLoss, StudentTNLLLoss
 
 __all__ = ["GaussianNLLLoss", "HeteroscedasticGaussianNLLLoss", "Likelihood",
            "SoftmaxLikelihood", "BernoulliLikelihood", "GaussianLikelihood",
            "HeteroscedasticGaussianLikelihood", "likelihood_of", "likelihood_loss",
            "likelihood_kind", "num_classes", "check_labels", "check_label_shape",
-           "check_label_values", "LIKELIHOODS", "NormalNoise", "NORMAL", "public_losses"]
+           "check_label_values", "LIKELIHOODS", "NormalNoise", "NORMAL", "public_losses",
+           "StudentTNLLLoss", "StudentTLikelihood", "StudentTNoise"]

@@ -15,8 +15,8 @@ from mxnet.gluon.loss import (
 
 from ..._kernels import private as _private
 from .. import ops
-from .families import NORMAL
-from .losses import GaussianNLLLoss, HeteroscedasticGaussianNLLLoss
+from .families import NORMAL, StudentTNoise
+from .losses import GaussianNLLLoss, HeteroscedasticGaussianNLLLoss, StudentTNLLLoss
 
 _KINDS = {}
 
@@ -250,6 +250,44 @@ class HeteroscedasticGaussianLikelihood(Likelihood):
                              f"(a mean and a scale per target), got {out.shape[-1]}")
         mean, raw = mx.nd.split(out, num_outputs=2, axis=-1)
         return mx.nd.concat(mean, ops.softplus(raw) + self.min_sigma, dim=-1)
+
+
+class StudentTLikelihood(Likelihood):
+    """Real values, the outputs the location of Student's t noise with a scale (learned or
+    fixed) and ``df`` degrees of freedom: :class:`StudentTNLLLoss`; its predictive is a
+    mixture of t's over weight samples."""
+
+    name = "studentt"
+    losses = (StudentTNLLLoss,)
+    classifies = False
+
+    def __init__(self, df=4.0):
+        self.df = float(df)
+
+    def __repr__(self):
+        return f"{type(self).__name__}(df={self.df:g})"
+
+    def loss(self, noise_sigma=1.0):
+        return StudentTNLLLoss(noise_sigma, df=self.df)
+
+    def bound(self, loss):
+        return self if loss.df == self.df else type(self)(loss.df)
+
+    def predictive(self, out):
+        return out
+
+    def label_shape_error(self, loss, pred_shape, label_shape):
+        if label_shape != pred_shape:
+            return (f"StudentTNLLLoss expects targets of pred's shape {pred_shape}, got "
+                    f"{label_shape}")
+        return None
+
+    def noise_of(self, loss):
+        return StudentTNoise(loss.df)
+
+    def locations_scales(self, out, loss):
+        out = np.asarray(out, dtype=np.float64)
+        return out, np.full_like(out, loss.sigma())
 
 
 LIKELIHOODS = tuple(_KINDS)

@@ -110,3 +110,61 @@ class HeteroscedasticGaussianNLLLoss(Loss):
         dims = label.shape[-1] if F is mx.nd else F.sum(F.ones_like(label), axis=-1)
         nll = nll + dims * HALF_LOG_2PI
         return apply_weighting(F, nll, loss_settings(self)[0])
+
+
+class StudentTNLLLoss(Loss):
+    r"""Negative log-likelihood of real-valued targets under Student's t, location the
+    prediction, scale :math:`s`, ``df`` degrees of freedom :math:`\nu`: a regression whose
+    noise has heavier tails than the Gaussian's, so that a few outlying targets pull the
+    fit less.
+
+    Per example: :math:`\sum_d \log s - \log\Gamma(\tfrac{\nu+1}{2})
+    + \log\Gamma(\tfrac{\nu}{2}) + \tfrac12\log(\nu\pi)
+    + \tfrac{\nu+1}{2}\log\big(1 + (y_d - \hat y_d)^2/(\nu s^2)\big)`. With
+    ``noise_sigma=None`` the scale :math:`s = \mathrm{softplus}(\rho_s)` is learned, as
+    :class:`GaussianNLLLoss`'s is (initialise the loss); it comes hybridized.
+
+    Parameters
+    ----------
+    noise_sigma : float or None, default None
+        A fixed scale, or None to learn it (starting at 1).
+    df : float, default 4.0
+        The degrees of freedom, > 0 (the variance is finite above 2).
+    """
+
+    def __init__(self, noise_sigma=None, df=4.0, weight=None, batch_axis=0, **kwargs):
+        super().__init__(weight, batch_axis, **kwargs)
+        check_positive(noise_sigma, "noise_sigma", allow_none=True)
+        check_positive(df, "df")
+        self.noise_sigma, self.df = noise_sigma, float(df)
+        self._constant = (math.lgamma(self.df / 2) - math.lgamma((self.df + 1) / 2)
+                          + 0.5 * math.log(self.df * math.pi))
+        if noise_sigma is None:
+            with self.name_scope():
+                self.noise_rho = self.params.get(
+                    "noise_rho", shape=(1,), init=mx.init.Constant(ops.inverse_softplus(1.0)))
+        self.hybridize()
+
+    def sigma(self, ctx=None):
+        """The noise scale :math:`s` (a float)."""
+        if self.noise_sigma is not None:
+            return float(self.noise_sigma)
+        rho = self.noise_rho.data(ctx or self.noise_rho.list_ctx()[0])
+        return float(ops.softplus(rho).asscalar())
+
+    def hybrid_forward(self, F, pred, label, noise_rho=None):
+        dims = pred.shape[-1] if F is mx.nd else F.sum(F.ones_like(pred), axis=-1)
+        half = 0.5 * (self.df + 1)
+        if noise_rho is None:
+            s = self.noise_sigma
+            z2 = F.square(pred - label) / (s * s * self.df)
+            nll = half * F.sum(F.log1p(z2), axis=-1) + dims * (math.log(s) + self._constant)
+        else:
+            s = ops.softplus(noise_rho, F)
+            z2 = F.broadcast_div(F.square(pred - label), F.square(s) * self.df)
+            per = half * F.sum(F.log1p(z2), axis=-1)
+            if F is mx.nd:
+                nll = F.broadcast_add(per, (F.log(s) + self._constant) * dims)
+            else:
+                nll = per + F.broadcast_mul(dims, F.log(s) + self._constant)
+        return apply_weighting(F, nll, loss_settings(self)[0])
