@@ -59,7 +59,7 @@ def test_a_likelihood_is_one_object_found_from_its_loss_or_name(given, kind):
     assert isinstance(found, kind) and found is likelihood_of(found.name)
     assert likelihood_kind(given) == found.name
     assert isinstance(found.loss(), kind.losses)  # its name stands for one of its losses
-    assert LIKELIHOODS == ("softmax", "bernoulli", "gaussian", "heteroscedastic")
+    assert LIKELIHOODS == ("softmax", "bernoulli", "gaussian", "heteroscedastic", "studentt")
 
 
 def test_an_unknown_likelihood_is_refused_by_name_and_by_loss():

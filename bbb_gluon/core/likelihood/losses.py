@@ -11,7 +11,30 @@ from .. import ops
 from ..priors import HALF_LOG_2PI
 
 
-class GaussianNLLLoss(Loss):
+class _OneScaleLoss(Loss):
+    r"""A loss with one noise scale, fixed (``noise_sigma``) or learned: the parameter
+    ``noise_rho``, :math:`s = \mathrm{softplus}(\rho_s)` starting at 1. It comes
+    hybridized."""
+
+    def __init__(self, noise_sigma=None, weight=None, batch_axis=0, **kwargs):
+        super().__init__(weight, batch_axis, **kwargs)
+        check_positive(noise_sigma, "noise_sigma", allow_none=True)
+        self.noise_sigma = noise_sigma
+        if noise_sigma is None:
+            with self.name_scope():
+                self.noise_rho = self.params.get(
+                    "noise_rho", shape=(1,), init=mx.init.Constant(ops.inverse_softplus(1.0)))
+        self.hybridize()
+
+    def sigma(self, ctx=None):
+        """The noise scale :math:`s` (a float)."""
+        if self.noise_sigma is not None:
+            return float(self.noise_sigma)
+        rho = self.noise_rho.data(ctx or self.noise_rho.list_ctx()[0])
+        return float(ops.softplus(rho).asscalar())
+
+
+class GaussianNLLLoss(_OneScaleLoss):
     r"""Negative log-likelihood of real-valued targets under :math:`N(\text{pred}, s^2)`.
 
     Per example: :math:`\sum_d (y_d - \hat y_d)^2 / (2 s^2) + D (\log s + \tfrac12
@@ -30,23 +53,6 @@ class GaussianNLLLoss(Loss):
     call each; on the small regression networks it trains, that was close to half of a
     training step.
     """
-
-    def __init__(self, noise_sigma=None, weight=None, batch_axis=0, **kwargs):
-        super().__init__(weight, batch_axis, **kwargs)
-        check_positive(noise_sigma, "noise_sigma", allow_none=True)
-        self.noise_sigma = noise_sigma
-        if noise_sigma is None:
-            with self.name_scope():
-                self.noise_rho = self.params.get(
-                    "noise_rho", shape=(1,), init=mx.init.Constant(ops.inverse_softplus(1.0)))
-        self.hybridize()
-
-    def sigma(self, ctx=None):
-        """The noise standard deviation :math:`s` (a float)."""
-        if self.noise_sigma is not None:
-            return float(self.noise_sigma)
-        rho = self.noise_rho.data(ctx or self.noise_rho.list_ctx()[0])
-        return float(ops.softplus(rho).asscalar())
 
     def hybrid_forward(self, F, pred, label, noise_rho=None):
         nll = _gaussian_nll(F, pred, label, self.noise_sigma, noise_rho)
@@ -112,7 +118,7 @@ class HeteroscedasticGaussianNLLLoss(Loss):
         return apply_weighting(F, nll, loss_settings(self)[0])
 
 
-class StudentTNLLLoss(Loss):
+class StudentTNLLLoss(_OneScaleLoss):
     r"""Negative log-likelihood of real-valued targets under Student's t, location the
     prediction, scale :math:`s`, ``df`` degrees of freedom :math:`\nu`: a regression whose
     noise has heavier tails than the Gaussian's, so that a few outlying targets pull the
@@ -133,24 +139,11 @@ class StudentTNLLLoss(Loss):
     """
 
     def __init__(self, noise_sigma=None, df=4.0, weight=None, batch_axis=0, **kwargs):
-        super().__init__(weight, batch_axis, **kwargs)
-        check_positive(noise_sigma, "noise_sigma", allow_none=True)
         check_positive(df, "df")
-        self.noise_sigma, self.df = noise_sigma, float(df)
+        self.df = float(df)
         self._constant = (math.lgamma(self.df / 2) - math.lgamma((self.df + 1) / 2)
                           + 0.5 * math.log(self.df * math.pi))
-        if noise_sigma is None:
-            with self.name_scope():
-                self.noise_rho = self.params.get(
-                    "noise_rho", shape=(1,), init=mx.init.Constant(ops.inverse_softplus(1.0)))
-        self.hybridize()
-
-    def sigma(self, ctx=None):
-        """The noise scale :math:`s` (a float)."""
-        if self.noise_sigma is not None:
-            return float(self.noise_sigma)
-        rho = self.noise_rho.data(ctx or self.noise_rho.list_ctx()[0])
-        return float(ops.softplus(rho).asscalar())
+        super().__init__(noise_sigma, weight, batch_axis, **kwargs)
 
     def hybrid_forward(self, F, pred, label, noise_rho=None):
         dims = pred.shape[-1] if F is mx.nd else F.sum(F.ones_like(pred), axis=-1)
