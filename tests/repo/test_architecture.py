@@ -379,3 +379,38 @@ def test_every_file_where_to_add_things_names_exists():
     missing = [t for t in named
                if not (PACKAGE / t).exists() and not (PACKAGE.parent / t).exists()]
     assert not missing, missing
+
+
+_COUNT_WORDS = {w: n for n, w in enumerate(
+    "zero one two three four five six seven eight nine ten eleven twelve thirteen fourteen "
+    "fifteen sixteen".split())}
+_PARAMETERS_COMMENT = re.compile(r"#\s*(\w+) parameters\b", re.I)
+
+
+def _parameter_comments():
+    """(file, line, the number a "# N parameters" comment says, the next function, its
+    named parameters but self, cls, *args and **kwargs) for every such comment."""
+    found = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        text = path.read_text()
+        functions = sorted((node.lineno, node) for node in ast.walk(ast.parse(text))
+                           if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef))
+        for line, source in enumerate(text.splitlines(), 1):
+            match = _PARAMETERS_COMMENT.search(source)
+            if match is None or match.group(1).lower() not in _COUNT_WORDS:
+                continue
+            function = next(node for start, node in functions if start > line)
+            a = function.args
+            named = [p.arg for p in a.posonlyargs + a.args + a.kwonlyargs
+                     if p.arg not in ("self", "cls")]
+            found.append((path.relative_to(PACKAGE.parent), line,
+                          _COUNT_WORDS[match.group(1).lower()], function.name, len(named)))
+    return found
+
+
+def test_every_parameter_count_in_a_comment_matches_its_signature():
+    found = _parameter_comments()
+    assert len(found) >= 3  # the scan still sees the comments it checks
+    wrong = [f"{path}:{line}: says {said}, {name}() has {has}"
+             for path, line, said, name, has in found if said != has]
+    assert not wrong, "\n".join(wrong)
