@@ -94,7 +94,7 @@ def perturbed(net, posterior, rules, sample, noise):
     """Inside the block, ``net(X)`` runs each layer as its rule says, with the weight
     sample ``sample`` (a :class:`~bbb_gluon.core.posterior.WeightSample`, recorded by
     autograd) and ``noise(tag, shape, signs)`` for the per-example arrays; the network
-    is restored on leaving. Where every rule is "reparam" this is ``use_weights``."""
+    is restored on leaving. Where no rule draws per example this is ``use_weights``."""
     modes = key_modes(rules, len(posterior.keys))
     # Layers under Flipout or the local reparameterisation see the means; others the sample.
     weights = [w if mode == 0 else m for mode, w, m in
@@ -110,7 +110,7 @@ def swapped(net, posterior, rules, weights, ctx, aux, noise, fused=False):
     layers under Flipout or the local reparameterisation), ``aux`` as
     :func:`aux_arrays` gives them; ``fused``: the layers may run the fused kernels' own
     operators (the fused engine; the reference engine runs MXNet's)."""
-    special = [r for r in rules if r.rule != "reparam"]
+    special = [r for r in rules if r.estimator.per_example]
     with ExitStack() as stack:
         stack.enter_context(use_weights(net, posterior, weights, ctx))
         if special:
@@ -306,7 +306,7 @@ class EstimatorForward:
     def __init__(self, net, posterior, rules=(), fused=False):
         self._said_imperative = False
         self.net, self.posterior, self.rules, self.fused = net, posterior, list(rules), fused
-        self.special = [r for r in self.rules if r.rule != "reparam"]
+        self.special = [r for r in self.rules if r.estimator.per_example]
         self.modes = key_modes(self.rules, len(posterior.keys))
         named = posterior.check_net(net)
         self.parameters = [named[k] for k in posterior.keys]

@@ -26,13 +26,11 @@ the shared sample :math:`\mu + \sigma \circ \epsilon` (Flipout's own perturbatio
 the local reparameterisation a draw the forward pass never used, so independent of it),
 or in closed form (``complexity="kl"``).
 
-Each estimator is one :class:`Estimator` object (:class:`SharedSample`,
-:class:`LocalReparameterization`, :class:`Flipout`; users name them ``"reparam"``,
-``"local"``, ``"flipout"``) that decides which layers it runs on and computes their
-output, for arrays and for symbols alike; :func:`plan` gives every layer with a
-posterior its rule. A training step runs the network through
-:class:`~bbb_gluon.core.estimator_forward.EstimatorForward`, set up once: one traced
-graph with those layers in it, no patching per call.
+Each estimator is one :class:`Estimator` object (users name them ``"reparam"``,
+``"local"``, ``"flipout"``) that decides which layers it runs on, what runs instead on
+tied weights, and computes their output for arrays and symbols alike; :func:`plan` gives
+every layer with a posterior its rule, and a step runs the network through one traced
+graph (:class:`~bbb_gluon.core.estimator_forward.EstimatorForward`).
 """
 
 from dataclasses import dataclass, field, replace
@@ -43,11 +41,10 @@ from mxnet.gluon import nn
 from .._kernels import private as _private
 
 __all__ = ["ESTIMATORS", "Estimator", "SharedSample", "LocalReparameterization", "Flipout",
-           "KeptInputs",
-           "get_estimator", "LayerRule", "plan", "check_estimator"]
+           "KeptInputs", "asks_per_example", "get_estimator", "LayerRule", "plan",
+           "check_estimator"]
 
-# Added to the local reparameterisation's variance: sqrt's gradient is infinite at 0.
-VARIANCE_FLOOR = 1e-12
+VARIANCE_FLOOR = 1e-12  # under the local reparameterisation's sqrt, infinitely steep at 0
 
 _CONV_LAYERS = (nn.Conv1D, nn.Conv2D, nn.Conv3D)
 _KINDS = {}
@@ -68,6 +65,9 @@ class Estimator:
 
     name = None
     mode = 0
+    #: each example sees a draw of its own (a per-example noise, a traced graph and the
+    #: kernels' ``aux``); False for the shared sample, the network as it is
+    per_example = True
 
     def __init_subclass__(cls, **kwargs):
         super().__init_subclass__(**kwargs)
@@ -81,10 +81,19 @@ class Estimator:
         """``(estimator name, why)`` for one layer when every layer is asked to run this
         one (``why`` where another runs instead)."""
         if weight is None:
-            return "reparam", "its weight has no posterior"
+            return SharedSample.name, "its weight has no posterior"
         if type(block) is nn.Dense or type(block) in _CONV_LAYERS:
             return self.name, ""
-        return "reparam", f"no {self.name} estimator for {type(block).__name__}"
+        return SharedSample.name, f"no {self.name} estimator for {type(block).__name__}"
+
+    def tied(self):
+        """What runs instead on layers that share a weight: itself, unless its draws
+        would untie the weight."""
+        return self
+
+    def per_position(self, block):
+        """Whether on ``block`` it would draw anew at every position of one weight."""
+        return False
 
     def aux(self, sigma, eps):
         """What a layer under this estimator takes beside the means, per posterior key
@@ -108,9 +117,10 @@ class SharedSample(Estimator):
 
     name = "reparam"
     mode = 0
+    per_example = False
 
     def rule(self, block, weight):
-        return "reparam", ""
+        return self.name, ""
 
 
 class KeptInputs:
@@ -141,13 +151,17 @@ class LocalReparameterization(Estimator):
 
     def rule(self, block, weight):
         name, why = super().rule(block, weight)
-        if name != self.name:
+        if name != self.name or not self.per_position(block):
             return name, why
         if type(block) in _CONV_LAYERS:
-            return "flipout", "a convolution: one weight at every position"
-        if not _private.dense_settings(block)[1]:
-            return "flipout", "flatten=False: one weight at every position"
-        return name, why
+            return self.tied().name, "a convolution: one weight at every position"
+        return self.tied().name, "flatten=False: one weight at every position"
+
+    def tied(self):
+        return _KINDS[Flipout.name]
+
+    def per_position(self, block):
+        return type(block) in _CONV_LAYERS or not _private.dense_settings(block)[1]
 
     def aux(self, sigma, eps):
         return mx.nd.square(sigma)
@@ -253,6 +267,13 @@ def check_estimator(estimator):
     return estimator
 
 
+def asks_per_example(estimator):
+    """Whether ``estimator`` (a name, or a dict of them) asks a layer for per-example
+    draws."""
+    names = estimator.values() if isinstance(estimator, dict) else [estimator]
+    return any(_KINDS[n].per_example for n in names)
+
+
 def get_estimator(name):
     """The :class:`Estimator` users name ``name`` ("reparam", "local", "flipout")."""
     check_estimator(name)
@@ -324,7 +345,7 @@ def plan(net, posterior, estimator):
         name = prefix.rstrip(".")
         weight, bias = mine.get("weight"), mine.get("bias")
         if isinstance(estimator, dict):
-            rule, why = _asked(estimator.get(name, "reparam"), name, block, weight)
+            rule, why = _asked(estimator.get(name, SharedSample.name), name, block, weight)
         else:
             rule, why = _KINDS[estimator].rule(block, weight)
         rules.append(LayerRule(name, type(block).__name__, rule, weight, bias, why, block))
@@ -352,20 +373,23 @@ def _one_rule_per_key(rules, estimator):
                 if i is not None:
                     holders.setdefault(i, []).append(k)
         group = next((ks for ks in holders.values() if len(ks) > 1 and (
-            len({rules[k].rule for k in ks}) > 1 or rules[ks[0]].rule == "local")), None)
+            len({rules[k].rule for k in ks}) > 1
+            or rules[ks[0]].estimator.tied() is not rules[ks[0]].estimator)), None)
         if group is None:
             return rules
         names = [rules[k].name for k in group]
         asked = isinstance(estimator, dict)
         for k in group:
             r, others = rules[k], ", ".join(n for n in names if n != rules[k].name)
-            if r.rule == "local" and asked:
-                raise ValueError(f"estimator 'local' cannot run on layer {r.name!r}: it "
+            tied = r.estimator.tied()
+            if tied is r.estimator:
+                continue
+            if asked:
+                raise ValueError(f"estimator {r.rule!r} cannot run on layer {r.name!r}: it "
                                  f"shares a parameter with {others}, and a draw per use "
-                                 "would untie it; give these layers 'flipout'")
-            if r.rule == "local":
-                rules[k] = replace(r, rule="flipout", why=f"its weight is shared with "
-                                                          f"{others}: one weight for every use")
+                                 f"would untie it; give these layers {tied.name!r}")
+            rules[k] = replace(r, rule=tied.name, why=f"its weight is shared with "
+                                                      f"{others}: one weight for every use")
         if len({rules[k].rule for k in group}) > 1:
             if asked:
                 raise ValueError(f"layers {names} share a parameter, so they must run one "
@@ -373,23 +397,23 @@ def _one_rule_per_key(rules, estimator):
                                  f"{[rules[k].rule for k in group]}")
             for k in group:
                 others = ", ".join(n for n in names if n != rules[k].name)
-                rules[k] = replace(rules[k], rule="reparam",
+                rules[k] = replace(rules[k], rule=SharedSample.name,
                                    why=f"shares a parameter with {others}, which cannot run "
                                        f"{estimator}")
 
 
 def _asked(rule, name, block, weight):
     """The rule a dict asked for one layer, refused where it cannot run."""
-    if rule == "reparam":
+    estimator = _KINDS[rule]
+    if not estimator.per_example:
         return rule, ""
     if weight is None or not (type(block) is nn.Dense or type(block) in _CONV_LAYERS):
         raise ValueError(f"estimator {rule!r} cannot run on layer {name!r} "
                          f"({type(block).__name__}"
                          f"{', whose weight has no posterior' if weight is None else ''}): "
                          "it runs on Dense and Conv1D/2D/3D layers")
-    per_position = rule == "local" and (type(block) in _CONV_LAYERS or
-                                        not _private.dense_settings(block)[1])
-    return rule, "per position (asked for): a different model" if per_position else ""
+    return rule, ("per position (asked for): a different model"
+                  if estimator.per_position(block) else "")
 
 
 def aux_arrays(rules, sample):
@@ -399,7 +423,7 @@ def aux_arrays(rules, sample):
     out = {}
     for r in rules:
         for i in (r.weight, r.bias):
-            if i is None or r.rule == "reparam" or i in out:  # a shared key: once
+            if i is None or not r.estimator.per_example or i in out:  # a shared key: once
                 continue
             out[i] = r.estimator.aux(sample.sigmas[i], sample.eps[i])
     return out
@@ -416,7 +440,7 @@ def key_estimators(rules, num_keys):
             if found[i] not in (None, r.estimator):  # plan() gives a key's layers one rule
                 raise ValueError(f"posterior key {i} is given two estimators")
             found[i] = r.estimator
-    return [_KINDS["reparam"] if e is None else e for e in found]
+    return [_KINDS[SharedSample.name] if e is None else e for e in found]
 
 
 def key_modes(rules, num_keys):

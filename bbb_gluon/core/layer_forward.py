@@ -60,7 +60,14 @@ class LayerForward:
     :class:`~bbb_gluon.core.estimators.LayerRule`): the means' forward, then its
     estimator's :meth:`~bbb_gluon.core.estimators.Estimator.output`. ``source`` hands
     out the estimator's inputs: arrays (imperatively) or symbols (traced into a graph);
-    ``fused``: the layer may run the fused kernels' own operators (CPU only)."""
+    ``fused``: the layer may run the fused kernels' own operators (CPU only).
+
+    What an estimator's ``output`` may use of it, and nothing else: :meth:`linear` (the
+    layer's own operator), :attr:`relu` (the activation is the estimator's to apply),
+    :attr:`flatten`, :meth:`sign_shapes`, :meth:`compact` and :meth:`spread` (Flipout's
+    signs), :attr:`successor` (the covered layer that takes this one's output) and
+    :attr:`source`, whose ``keep`` and ``kept`` hand values from one layer to the next
+    (:class:`~bbb_gluon.core.estimators.KeptInputs`)."""
 
     def __init__(self, rule, source, fused=False):
         block = rule.block

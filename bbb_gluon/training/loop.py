@@ -34,6 +34,7 @@ from .._kernels.threads import (
     train_threads,
     using_threads,
 )
+from ..core.estimators import asks_per_example
 from ..core.posterior import Posterior
 from ..signals import stop_requests
 from .checkpoint import model_arrays, read_checkpoint, save_checkpoint, set_model_arrays
@@ -151,7 +152,7 @@ def fit(config, train, valid=None, *, net=None, run_dir=None, resume=False, prog
     if resume and lines:
         say_resume(run.run_dir, config.epochs, done, run.num_batches)
     _choose_threads(run, done, resume)
-    if lines and config.estimator != "reparam":
+    if lines and asks_per_example(config.estimator):
         say_estimators(run.step)
     run.group.prepare(run.trainers)
     if run.writer:
