@@ -12,7 +12,7 @@ from .checkpoint import CheckpointError, UnreadableCheckpointError, load_run
 from .config import MODELS, RECIPES, REGRESSION_DEFAULTS, TrainConfig
 from .guards import TrainingDiverged, TrainingInterrupted
 from .loop import TrainResult, fit
-from .model import MLP, Network, build_mlp
+from .network import MLP, Network, build_mlp
 from .options import RunOptions
 
 __all__ = ["TrainConfig", "TrainResult", "fit", "build_mlp", "MLP", "Network", "RunOptions",

@@ -24,7 +24,7 @@ from ..core.likelihood import likelihood_of
 from ..core.posterior import Posterior, PosteriorMismatchError
 from ..core.selection import structural_params
 from .config import ARCH_FIELDS, FREE_FIELDS, TrainConfig, split_record
-from .model import MLP, build_model
+from .network import MLP, build_model
 
 __all__ = ["load_run", "CheckpointError", "UnreadableCheckpointError"]
 

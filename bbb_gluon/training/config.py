@@ -1,6 +1,6 @@
 """How a training run trains: ``TrainConfig`` (the method, likelihood, prior, optimisation,
 evaluation), checked before any work starts. What it trains (the package's MLP or a network
-of your own) is apart: :mod:`bbb_gluon.training.model`.
+of your own) is apart: :mod:`bbb_gluon.training.network`.
 """
 
 import functools

@@ -48,7 +48,7 @@ from .guards import (
     warn_if_cost_grew,
 )
 from .history import epoch_row, write_history
-from .model import MLP
+from .network import MLP
 from .options import RunOptions, refuse_moved_keywords
 from .prepare import Progress, prepare, write_config
 from .prepare import resume as resume_run

@@ -35,7 +35,7 @@ from .checkpoint import (
     set_model_arrays,
 )
 from .config import TrainConfig
-from .model import MLP, Network, as_model, build_model, check_user_model, classes_of
+from .network import MLP, Network, as_model, build_model, check_user_model, classes_of
 
 
 @dataclass

@@ -1392,7 +1392,7 @@ def test_fit_leaves_mxnet_global_random_state_alone(mnist_300, model, engine):
 
 
 def test_baseline_weights_are_xavier_uniform_from_the_seed():
-    from bbb_gluon.training.model import build_model
+    from bbb_gluon.training.network import build_model
 
     net_a, _ = build_model(tiny("plain"), MLP(hidden=(300,)), [mx.cpu()])
     net_b, _ = build_model(tiny("plain"), MLP(hidden=(300,)), [mx.cpu()])
