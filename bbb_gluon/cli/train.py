@@ -82,7 +82,9 @@ def _hidden(text):
 
 
 def _weighting(text):
-    if text in ("uniform", "blundell"):
+    from ..core.loss import WEIGHTINGS
+
+    if text in WEIGHTINGS:
         return text
     try:
         return float(text)
@@ -178,7 +180,9 @@ def _add_prior_args(p, d):
                         f"{d.complexity_scale:g})")
     g.add_argument("--samples", type=int, default=d.samples,
                    help=f"weight samples per step (default {d.samples})")
-    g.add_argument("--mu-init", default=d.mu_init, choices=["normal", "uniform", "copy"],
+    from ..core.posterior import MU_INITS
+
+    g.add_argument("--mu-init", default=d.mu_init, choices=list(MU_INITS),
                    help="mu ~ N(0, mu_scale^2) (normal), U(-mu_scale, mu_scale) (uniform), "
                         f"or the network's Xavier initialisation (copy) (default "
                         f"{d.mu_init})")

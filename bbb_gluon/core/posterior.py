@@ -145,8 +145,7 @@ class Posterior(gluon.Block):
     def __init__(self, net, mu_init="normal", mu_scale=0.1, rho_init=-3.0, sigma_init=None,
                  seed=None, prefix="posterior_", select=None):
         named = bayesian_parameters(net, select)
-        if mu_init not in ("normal", "uniform", "copy"):
-            raise ValueError(f"mu_init must be 'normal', 'uniform' or 'copy', got {mu_init!r}")
+        check_mu_init(mu_init)
         check_positive(mu_scale, "mu_scale")
         if sigma_init is not None:
             rho_init = ops.inverse_softplus(sigma_init)
@@ -389,6 +388,16 @@ class Posterior(gluon.Block):
             self.reset_ctx(ctx)
         for name in wanted:
             params[name].set_data(arrays[name])
+
+
+MU_INITS = ("normal", "uniform", "copy")
+
+
+def check_mu_init(mu_init):
+    """``ValueError`` unless ``mu_init`` is one of :data:`MU_INITS`."""
+    if mu_init not in MU_INITS:
+        raise ValueError(f"mu_init must be 'normal', 'uniform' or 'copy', got {mu_init!r}")
+    return mu_init
 
 
 def check_rho_init(rho_init):

@@ -13,8 +13,8 @@ import numpy as np
 from .._checks import check_int, check_positive
 from ..core.estimators import check_estimator
 from ..core.likelihood import LIKELIHOODS, likelihood_of
-from ..core.loss import check_complexity
-from ..core.posterior import check_rho_init
+from ..core.loss import WEIGHTINGS, check_complexity
+from ..core.posterior import check_mu_init, check_rho_init
 from ..core.priors import Prior, ScaleMixturePrior, make_prior
 from ..core.step import ENGINES
 from ..methods import METHODS, BayesByBackprop, method_of
@@ -257,9 +257,7 @@ class TrainConfig:
         if self.lr * max(self.rho_lr_mult, 1.0) > _FLOAT32_MAX:
             raise ValueError(f"lr must fit in float32 (at most {_FLOAT32_MAX:.3g}, with "
                              f"rho_lr_mult), got {self.lr!r}")
-        if self.mu_init not in ("normal", "uniform", "copy"):
-            raise ValueError(f"mu_init must be 'normal', 'uniform' or 'copy', "
-                             f"got {self.mu_init!r}")
+        check_mu_init(self.mu_init)
         if isinstance(self.prior, dict):
             # raises for bad hyperparameters
             object.__setattr__(self, "prior", make_prior(**self.prior))
@@ -268,9 +266,9 @@ class TrainConfig:
                             f"{self.prior!r}")
         check_complexity(self.complexity, self.prior)
         if isinstance(self.weighting, str):
-            if self.weighting not in ("uniform", "blundell"):
+            if self.weighting not in WEIGHTINGS:
                 raise ValueError(f"unknown weighting {self.weighting!r}; "
-                                 "choose 'uniform', 'blundell' or a number")
+                                 f"choose {', '.join(map(repr, WEIGHTINGS))} or a number")
         elif isinstance(self.weighting, bool) or not isinstance(self.weighting, numbers.Real) \
                 or not (math.isfinite(self.weighting) and self.weighting >= 0):
             raise ValueError(f"a constant weighting must be a finite number >= 0, "
