@@ -9,7 +9,7 @@ and the command line ask it instead of comparing names; the name is read only wh
 ``config.json`` or the command line gives it (:func:`method_of`).
 """
 
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 
 from .core.posterior import Posterior
 from .core.priors import GaussianPrior
@@ -19,10 +19,14 @@ __all__ = ["Method", "BayesByBackprop", "IVON", "Plain", "MCDropout", "METHODS",
 
 _METHODS = {}
 
-# The settings some methods take and others not, with the values that leave them off.
-_OWN_SETTINGS = {"complexity_warmup": 0, "complexity_ramp": 0, "complexity_scale": 1,
-                 "estimator": "reparam", "hess_init": 1.0, "beta2": 0.99999,
-                 "others_lr": 1e-3}
+# The settings some methods take and others not; TrainConfig's defaults leave them off.
+_OWN_SETTINGS = ("complexity_warmup", "complexity_ramp", "complexity_scale", "estimator",
+                 "hess_init", "beta2", "others_lr")
+
+
+def _off(config, name):
+    """The value of ``name`` that leaves it off: the configuration class's default."""
+    return next(f.default for f in fields(config) if f.name == name)
 
 
 @dataclass
@@ -91,8 +95,8 @@ class Method:
 
     def check(self, config):
         """Refuse, naming it, a setting of ``config`` that belongs to another method."""
-        for name, off in _OWN_SETTINGS.items():
-            if name not in self.takes and getattr(config, name) != off:
+        for name in _OWN_SETTINGS:
+            if name not in self.takes and getattr(config, name) != _off(config, name):
                 owners = [m.name for m in _METHODS.values() if name in m.takes]
                 raise ValueError(f"{name}={getattr(config, name)!r} is a setting of the "
                                  f"{' and '.join(owners)} model{'s' * (len(owners) > 1)}, "
@@ -213,8 +217,8 @@ class IVON(Method):
                              f"samples={config.samples} needs engine 'reference' or 'auto'")
         # Bayes by Backprop's settings of the posterior's sigma: IVON's starts at
         # 1/sqrt(lambda (h0 + delta)) and moves by its own update
-        for name, off in (("rho_lr_mult", 1.0), ("rho_init", -3.0)):
-            if getattr(config, name) != off:
+        for name in ("rho_lr_mult", "rho_init"):
+            if getattr(config, name) != _off(config, name):
                 raise ValueError(f"{name}={getattr(config, name)!r} is a setting of the bbb "
                                  f"model, not of 'ivon' (its sigma starts from hess_init)")
 
