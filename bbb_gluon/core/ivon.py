@@ -229,9 +229,9 @@ class IVONStep:
         """Continue from :meth:`save_states`'s file."""
         with open(fname, "rb") as f:
             state = pickle.load(f)  # noqa: S301 - a checkpoint this package wrote
-        self.load_state_dict(state)
-        if (self.trainer is None) != ("trainer" not in state):
+        if (self.trainer is None) != ("trainer" not in state):  # before anything changes
             raise ValueError("the saved IVON state's trainer does not fit this step's")
+        self.load_state_dict(state)
         if self.trainer is not None:
             tmp = f"{fname}.trainer"
             with open(tmp, "wb") as f:

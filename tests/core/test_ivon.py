@@ -316,3 +316,20 @@ def test_it_has_a_trainers_learning_rate_and_state_file(tmp_path):
     names = list(net2.collect_params().keys()) + ["mu"] * 4
     for n, a, b in zip(names, whole, again, strict=True):
         np.testing.assert_array_equal(a, b, err_msg=n)
+
+
+def test_a_state_file_without_the_others_trainer_changes_nothing(tmp_path):
+    X, y, net, posterior = linear_problem()
+    plain = IVONStep(net, posterior, gluon.loss.L2Loss(), ess=32.0)
+    plain(mx.nd.array(X), mx.nd.array(y))
+    plain.save_states(str(tmp_path / "states"))
+    extra = gluon.nn.Dense(1, in_units=1)  # a parameter outside the posterior
+    extra.initialize()
+    other = gluon.Trainer(extra.collect_params(), "sgd")
+    with_trainer = IVONStep(net, posterior, gluon.loss.L2Loss(), ess=32.0, trainer=other)
+    hess = [h.asnumpy().copy() for h in with_trainer.hess]
+    with pytest.raises(ValueError, match="trainer does not fit this step's"):
+        with_trainer.load_states(str(tmp_path / "states"))
+    for a, h in zip(hess, with_trainer.hess, strict=True):
+        np.testing.assert_array_equal(a, h.asnumpy())
+    assert with_trainer.num_updates == 0
