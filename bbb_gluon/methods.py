@@ -9,7 +9,7 @@ and the command line ask it instead of comparing names; the name is read only wh
 ``config.json`` or the command line gives it (:func:`method_of`).
 """
 
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 
 from .core.posterior import Posterior
 from .core.priors import GaussianPrior
@@ -25,8 +25,9 @@ _OWN_SETTINGS = ("complexity_warmup", "complexity_ramp", "complexity_scale", "es
 
 
 def _off(config, name):
-    """The value of ``name`` that leaves it off: the configuration class's default."""
-    return next(f.default for f in fields(config) if f.name == name)
+    """The value of ``name`` that leaves it off: the configuration class's default where
+    no method chooses it."""
+    return type(config).defaults()[name]
 
 
 @dataclass

@@ -30,9 +30,11 @@ TEST_SAMPLES = 10  # of the final test error, when neither the option nor the ru
 
 
 def _config_defaults():
+    from types import SimpleNamespace
+
     from ..training import TrainConfig
 
-    return defaults_of(TrainConfig)
+    return SimpleNamespace(**TrainConfig.defaults())
 
 
 # Its line in ``bbb-gluon --help``.
@@ -160,9 +162,11 @@ def _add_model_args(p, d):
 
 
 def _add_prior_args(p, d):
+    from ..core.loss import COMPLEXITIES
+
     g = p.add_argument_group("prior and posterior (bbb)")
     add_prior_options(g, d.prior)
-    g.add_argument("--complexity", default=d.complexity, choices=["mc", "kl"],
+    g.add_argument("--complexity", default=d.complexity, choices=list(COMPLEXITIES),
                    help="Monte-Carlo complexity cost, or closed-form KL (Gaussian prior) "
                         f"(default {d.complexity})")
     g.add_argument("--weighting", type=_weighting, default=d.weighting,
@@ -199,17 +203,20 @@ def _add_prior_args(p, d):
 
 
 def _add_optimisation_args(p, d):
+    from ..core.step import LOSS_REDUCTIONS
+    from ..training.config import OPTIMIZERS
+
     g = p.add_argument_group("optimisation")
     g.add_argument("--epochs", type=int, default=None,
                    help=f"epochs in all (default {d.epochs}; with --resume: the stored count)")
-    g.add_argument("--optimizer", default=d.optimizer, choices=["adam", "sgd"],
+    g.add_argument("--optimizer", default=d.optimizer, choices=list(OPTIMIZERS),
                    help="adam or sgd: plain gradient descent, no momentum (default "
                         f"{d.optimizer})")
     g.add_argument("--lr", type=float, default=d.lr,
                    help="learning rate on the gradient of the batch cost that "
                         f"--loss-reduction names (default {d.lr:g}; --model ivon: its "
                         "alpha)")
-    g.add_argument("--loss-reduction", default=d.loss_reduction, choices=["mean", "sum"],
+    g.add_argument("--loss-reduction", default=d.loss_reduction, choices=list(LOSS_REDUCTIONS),
                    help="the optimiser differentiates the batch's mean cost (Gluon's "
                         "convention) or its sum (the paper's eq. 8: SGD at lr 1e-3 with sum "
                         "equals lr 0.128 with mean at batch 128) (default "

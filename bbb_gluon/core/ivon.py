@@ -43,7 +43,7 @@ from mxnet import autograd
 from .._kernels import fused
 from .._kernels import trainer as _trainer
 from .engines import forward_with
-from .step import batch_shapes_message
+from .step import batch_shapes_message, check_engine
 
 __all__ = ["IVONStep"]
 
@@ -58,6 +58,13 @@ def _check_rate(name, value, low, high, closed_low=True):
         bounds = f"{'[' if closed_low else '('}{low:g}, {high:g})"
         raise ValueError(f"{name} must be a number in {bounds}, got {value!r}")
     return float(value)
+
+
+def check_hessian_settings(hess_init, beta2):
+    """``(hess_init, beta2)`` as floats, or one line naming the impossible one: the
+    Hessian estimate's start :math:`h_0 > 0` and its rate in ``[0, 1)``."""
+    return (_check_rate("hess_init", hess_init, 0.0, math.inf, closed_low=False),
+            _check_rate("beta2", beta2, 0.0, 1.0))
 
 
 class IVONStep:
@@ -111,9 +118,8 @@ class IVONStep:
         self.ess = _check_rate("ess", ess, 0.0, math.inf, closed_low=False)
         self.lr = _check_rate("lr", lr, 0.0, math.inf, closed_low=False)
         self.weight_decay = _check_rate("weight_decay", weight_decay, 0.0, math.inf)
-        self.hess_init = _check_rate("hess_init", hess_init, 0.0, math.inf, closed_low=False)
+        self.hess_init, self.beta2 = check_hessian_settings(hess_init, beta2)
         self.beta1 = _check_rate("beta1", beta1, 0.0, 1.0)
-        self.beta2 = _check_rate("beta2", beta2, 0.0, 1.0)
         if isinstance(samples, bool) or not isinstance(samples, int) or samples < 1:
             raise ValueError(f"samples must be an integer >= 1, got {samples!r}")
         if len(posterior.contexts) != 1:
@@ -125,8 +131,7 @@ class IVONStep:
                 raise ValueError("the trainer holds the posterior's own mu or rho: IVON "
                                  "updates those; give the trainer the other parameters "
                                  "(posterior.deterministic_params(net))")
-        if engine not in ("auto", "fused", "reference"):
-            raise ValueError(f"engine must be 'auto', 'fused' or 'reference', got {engine!r}")
+        check_engine(engine)
         self.net, self.posterior, self.loss, self.trainer = net, posterior, loss, trainer
         self.samples = samples
         self.ctx = posterior.contexts[0]

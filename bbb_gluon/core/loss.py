@@ -38,6 +38,8 @@ __all__ = ["BBBLoss", "complexity_weight", "blundell_weights", "complexity_cost"
            "WEIGHTINGS"]
 
 WEIGHTINGS = ("uniform", "blundell")
+# the complexity cost: a Monte-Carlo estimate (eq. 2) or the closed-form KL
+COMPLEXITIES = ("mc", "kl")
 
 
 def complexity_weight(weighting, batch_index, num_batches):
@@ -55,10 +57,8 @@ def complexity_weight(weighting, batch_index, num_batches):
     num_batches : int
         :math:`M`, minibatches per epoch.
     """
-    if isinstance(weighting, numbers.Real) and not isinstance(weighting, bool):
-        if not math.isfinite(weighting) or weighting < 0:
-            raise ValueError(f"a constant complexity weight must be finite and >= 0, "
-                             f"got {weighting!r}")
+    check_weighting(weighting)
+    if isinstance(weighting, numbers.Real):
         return float(weighting)
     if isinstance(num_batches, bool) or not isinstance(num_batches, numbers.Integral) \
             or num_batches < 1:
@@ -68,9 +68,20 @@ def complexity_weight(weighting, batch_index, num_batches):
         raise ValueError(f"batch_index must lie in [0, {num_batches}), got {batch_index!r}")
     if weighting == "uniform":
         return 1.0 / num_batches
-    if weighting == "blundell":
-        return math.ldexp(1.0, -(batch_index + 1)) / -math.expm1(-num_batches * math.log(2.0))
-    raise ValueError(f"unknown weighting {weighting!r}; choose 'uniform', 'blundell' or a number")
+    # "blundell"
+    return math.ldexp(1.0, -(batch_index + 1)) / -math.expm1(-num_batches * math.log(2.0))
+
+
+def check_weighting(weighting):
+    """Raise ValueError unless ``weighting`` is a name of :data:`WEIGHTINGS` or a
+    constant, a finite number >= 0."""
+    if isinstance(weighting, numbers.Real) and not isinstance(weighting, bool):
+        if not math.isfinite(weighting) or weighting < 0:
+            raise ValueError(f"a constant weighting (complexity weight) must be finite and "
+                             f">= 0, got {weighting!r}")
+    elif not isinstance(weighting, str) or weighting not in WEIGHTINGS:
+        raise ValueError(f"unknown weighting {weighting!r}; choose "
+                         f"{', '.join(map(repr, WEIGHTINGS))} or a number")
 
 
 def blundell_weights(num_batches):
@@ -190,15 +201,11 @@ class BBBLoss(Loss):
             raise TypeError(f"likelihood must be a gluon.loss.Loss such as "
                             f"gluon.loss.SoftmaxCrossEntropyLoss(), got {likelihood!r}")
         check_complexity(complexity, prior)
-        if not (isinstance(weighting, numbers.Real) and not isinstance(weighting, bool)):
-            if weighting not in WEIGHTINGS:
-                raise ValueError(f"unknown weighting {weighting!r}; choose one of "
-                                 f"{WEIGHTINGS} or a number")
+        check_weighting(weighting)
+        if isinstance(weighting, str):
             if num_batches is None:
                 raise ValueError(f"weighting={weighting!r} needs num_batches")
             complexity_weight(weighting, 0, num_batches)  # validates num_batches
-        else:
-            complexity_weight(weighting, 0, 1)  # validates the constant
         self.prior = prior
         self.likelihood = likelihood  # a child Block: its parameters are this loss's
         self.complexity = complexity
@@ -290,7 +297,7 @@ class BBBLoss(Loss):
 
 def check_complexity(complexity, prior):
     """Raise ValueError unless ``complexity`` is a cost ``prior`` has."""
-    if complexity not in ("mc", "kl"):
+    if complexity not in COMPLEXITIES:
         raise ValueError(f"unknown complexity cost {complexity!r}; choose 'mc' or 'kl'")
     if complexity == "kl" and not prior.has_closed_form_kl:
         raise ValueError(f"{prior!r} has no closed-form KL; use complexity='mc'")

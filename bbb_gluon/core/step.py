@@ -36,6 +36,21 @@ from .loss import BBBLoss
 __all__ = ["BBBStep", "StepCosts", "ENGINES", "NotFiniteError", "trainable_params"]
 
 ENGINES = ("auto", *engines.ENGINES)
+# What the optimiser differentiates: the batch's mean cost (Gluon's convention) or its sum
+# (the paper's minibatch cost of eq. 8)
+LOSS_REDUCTIONS = ("mean", "sum")
+
+
+def check_engine(engine):
+    """Raise ValueError unless ``engine`` is one of :data:`ENGINES`."""
+    if not isinstance(engine, str) or engine not in ENGINES:
+        raise ValueError(f"engine must be one of {ENGINES}, got {engine!r}")
+
+
+def check_loss_reduction(loss_reduction):
+    """Raise ValueError unless ``loss_reduction`` is one of :data:`LOSS_REDUCTIONS`."""
+    if not isinstance(loss_reduction, str) or loss_reduction not in LOSS_REDUCTIONS:
+        raise ValueError(f"loss_reduction must be 'mean' or 'sum', got {loss_reduction!r}")
 
 
 class NotFiniteError(FloatingPointError):
@@ -162,10 +177,8 @@ class BBBStep:
                             f"weighting), got {type(loss).__name__}")
         if not isinstance(trainer, gluon.Trainer):
             raise TypeError(f"trainer must be a gluon.Trainer, got {type(trainer).__name__}")
-        if engine not in ENGINES:
-            raise ValueError(f"engine must be one of {ENGINES}, got {engine!r}")
-        if loss_reduction not in ("mean", "sum"):
-            raise ValueError(f"loss_reduction must be 'mean' or 'sum', got {loss_reduction!r}")
+        check_engine(engine)
+        check_loss_reduction(loss_reduction)
         check_int(samples, "samples", 1)
         check_estimator(estimator)
         posterior.check_net(net)

@@ -14,6 +14,7 @@ from .kinds import (
     Likelihood,
     SoftmaxLikelihood,
     StudentTLikelihood,
+    check_likelihood_name,
     likelihood_kind,
     likelihood_loss,
     likelihood_of,
@@ -28,4 +29,4 @@ __all__ = ["GaussianNLLLoss", "HeteroscedasticGaussianNLLLoss", "Likelihood",
            "HeteroscedasticGaussianLikelihood", "likelihood_of", "likelihood_loss",
            "likelihood_kind", "num_classes", "check_labels", "check_label_shape",
            "check_label_values", "LIKELIHOODS", "NormalNoise", "NORMAL", "public_losses",
-           "StudentTNLLLoss", "StudentTLikelihood", "StudentTNoise"]
+           "StudentTNLLLoss", "StudentTLikelihood", "StudentTNoise", "check_likelihood_name"]

@@ -326,9 +326,15 @@ def likelihood_loss(name, noise_sigma=1.0):
     command line use): "softmax" → ``SoftmaxCrossEntropyLoss``, "bernoulli" →
     ``SigmoidBCELoss``, "gaussian" → :class:`GaussianNLLLoss` (``noise_sigma`` None:
     learned)."""
-    if name not in _KINDS:
-        raise ValueError(f"unknown likelihood {name!r}; choose one of {LIKELIHOODS}")
+    check_likelihood_name(name)
     return _KINDS[name].loss(noise_sigma)
+
+
+def check_likelihood_name(name):
+    """Raise ValueError unless ``name`` is one of :data:`LIKELIHOODS` (the names
+    ``TrainConfig``, ``config.json`` and the command line use)."""
+    if not isinstance(name, str) or name not in _KINDS:
+        raise ValueError(f"unknown likelihood {name!r}; choose one of {LIKELIHOODS}")
 
 
 def likelihood_kind(likelihood):
