@@ -24,7 +24,7 @@ from ..core.likelihood import likelihood_of
 from ..core.posterior import Posterior, PosteriorMismatchError
 from ..core.selection import structural_params
 from .config import ARCH_FIELDS, FREE_FIELDS, TrainConfig, split_record
-from .network import MLP, build_model
+from .network import MLP, build_network
 
 __all__ = ["load_run", "CheckpointError", "UnreadableCheckpointError"]
 
@@ -51,8 +51,8 @@ _POSTERIOR = "posterior:"
 _LOSS = "loss:"
 
 
-def model_arrays(net, posterior, loss=None):
-    """Every array that defines the model: the posterior's mu and rho, the network's other
+def trained_arrays(net, posterior, loss=None):
+    """Every array that defines the trained network: the posterior's mu and rho, the network's other
     parameters, BatchNorm statistics included, and the parameters of a loss that has some
     (a learned noise scale)."""
     out = {}
@@ -74,7 +74,7 @@ def _covered(net, posterior):
         else set()
 
 
-def set_model_arrays(arrays, net, posterior, path, loss=None):
+def set_trained_arrays(arrays, net, posterior, path, loss=None):
     targets = {}
     if loss is None:  # reading a run back without its loss: its parameters are not needed
         arrays = {k: v for k, v in arrays.items() if not k.startswith(_LOSS)}
@@ -95,7 +95,7 @@ def set_model_arrays(arrays, net, posterior, path, loss=None):
 def save_checkpoint(path, net, posterior, trainers, meta, loss=None):
     """``trainers``: None (a weights-only checkpoint) or the run's trainers, whose optimiser
     states are stored as ``__trainer__``, ``__trainer1__``, ..."""
-    arrays = dict(model_arrays(net, posterior, loss))
+    arrays = dict(trained_arrays(net, posterior, loss))
     arrays["__meta__"] = json_array(meta)
     for i, trainer in enumerate(trainers or []):
         fd, tmp = tempfile.mkstemp(prefix=".tmp-states-")
@@ -336,7 +336,7 @@ def load_run(run_dir, which="best", ctx=None, net=None):
             f"{path} is a run of {'a network of its user' if user else 'the package MLP'}: "
             + ("pass an instance of that network as net=" if user else "do not pass net="))
     if net is None:
-        net, posterior = build_model(config, MLP.from_dict(meta["mlp"]),
+        net, posterior = build_network(config, MLP.from_dict(meta["mlp"]),
                                      [ctx or mx.current_context()])
     else:
         covered = {k[len(_POSTERIOR):-3] for k in arrays
@@ -345,7 +345,7 @@ def load_run(run_dir, which="best", ctx=None, net=None):
             if covered else None
     loss = _stored_loss(config, arrays, net)
     try:
-        set_model_arrays(arrays, net, posterior, path, loss)
+        set_trained_arrays(arrays, net, posterior, path, loss)
     except PosteriorMismatchError as e:
         raise CheckpointError(str(e)) from None
     meta["loss"] = loss

@@ -8,7 +8,7 @@ import signal
 import warnings
 
 from ..core.step import NotFiniteError, first_not_finite
-from .checkpoint import model_arrays
+from .checkpoint import trained_arrays
 
 __all__ = ["TrainingInterrupted", "TrainingDiverged", "CostGrowthWarning", "warn_if_cost_grew"]
 
@@ -97,7 +97,7 @@ def _kept(epoch, run_dir):
 def check_parameters(net, posterior, epoch, run_dir, loss=None):
     """Raise :class:`TrainingDiverged` naming the first parameter with a NaN or infinity
     (one pass per array, once an epoch)."""
-    name = first_not_finite(model_arrays(net, posterior, loss).items())
+    name = first_not_finite(trained_arrays(net, posterior, loss).items())
     if name is not None:
         raise TrainingDiverged(
             f"training diverged in epoch {epoch + 1}: parameter {name} holds NaN or "

@@ -37,7 +37,7 @@ from .._kernels.threads import (
 from ..core.estimators import asks_per_example
 from ..core.posterior import Posterior
 from ..signals import stop_requests
-from .checkpoint import model_arrays, read_checkpoint, save_checkpoint, set_model_arrays
+from .checkpoint import read_checkpoint, save_checkpoint, set_trained_arrays, trained_arrays
 from .config import TrainConfig
 from .guards import (
     TrainingInterrupted,
@@ -373,7 +373,7 @@ def _end_epoch(run, done, epoch, sums, restore_best):
         done.best = {"epoch": epoch + 1, "error": row.get(run.metric)}
         if restore_best and Xv is not None:
             best_arrays = {k: v.copy()
-                           for k, v in model_arrays(run.net, run.posterior, run.loss).items()}
+                           for k, v in trained_arrays(run.net, run.posterior, run.loss).items()}
     if run.writer:
         meta = done.meta(run, epoch + 1, 0, None)
         if improved or Xv is None:
@@ -394,7 +394,7 @@ def _restore_best(run, done, best_arrays):
     if best_arrays is None and run.run_dir is not None:  # best epoch was before a resume
         best_arrays, _ = read_checkpoint(run.best_path, states=False)
     if best_arrays is not None:
-        set_model_arrays(best_arrays, run.net, run.posterior, "best weights", run.loss)
+        set_trained_arrays(best_arrays, run.net, run.posterior, "best weights", run.loss)
 
 
 def _batch_seed(seed, epoch, batch, rank=None):

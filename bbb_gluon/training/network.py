@@ -140,7 +140,7 @@ class Network:
         return list(next(iter(self.net.collect_params().values())).list_ctx())
 
 
-def as_model(net):
+def as_network(net):
     """``fit``'s ``net=``: (the MLP spec, None) or (None, the user's ``Network``)."""
     if net is None:
         return MLP(), None
@@ -172,7 +172,7 @@ def build_mlp(hidden=(400, 400), num_outputs=10, activation="relu", num_inputs=7
     return net
 
 
-def build_model(config, mlp, ctxs):
+def build_network(config, mlp, ctxs):
     net = build_mlp(mlp.hidden, mlp.num_outputs, mlp.activation, mlp.num_inputs,
                     config.method.dropout(mlp.dropout))
     net.initialize(mx.init.Zero(), ctx=ctxs)
@@ -190,7 +190,7 @@ def build_model(config, mlp, ctxs):
     return net, config.method.make_posterior(net, config)
 
 
-def check_user_model(config, own):
+def check_user_network(config, own):
     """What the labels must be for a user's ``Network``: None (the package's MLP),
     "classes" for integer labels, "targets" for real values; errors before any work."""
     if own is None:

@@ -32,10 +32,10 @@ from .checkpoint import (
     load_trainer_states,
     resume_checkpoint,
     run_paths,
-    set_model_arrays,
+    set_trained_arrays,
 )
 from .config import TrainConfig
-from .network import MLP, Network, as_model, build_model, check_user_model, classes_of
+from .network import MLP, Network, as_network, build_network, check_user_network, classes_of
 
 
 @dataclass
@@ -124,9 +124,9 @@ def prepare(config, train, valid, net, run_dir, resume, options):
     run folder is created only then) or built."""
     if not isinstance(config, TrainConfig):
         raise TypeError("config must be a TrainConfig")
-    mlp, own = as_model(net)
+    mlp, own = as_network(net)
     own = _regression_network(config, own)
-    task = check_user_model(config, own)
+    task = check_user_network(config, own)
     if mlp is not None:
         mlp.check(config)
     kvstore, test = options.kvstore, options.test
@@ -161,7 +161,7 @@ def prepare(config, train, valid, net, run_dir, resume, options):
 
     record = config.record(own_posterior=own is not None and own.posterior is not None)
     loss = own.loss if own is not None else _mlp_loss(config, ctxs)
-    net, posterior, loss_fn, step, trainers, pi_sum = _model(
+    net, posterior, loss_fn, step, trainers, pi_sum = _network(
         config, mlp, own, ctxs, group, kvstore, loss, (num_batches, examples))
     setup = {"engine": step.engine,
              "contexts": [str(c) for c in ctxs],
@@ -240,13 +240,13 @@ def _run_folder(run_dir, resume, writer):
     return run_dir, latest_path, best_path
 
 
-def _model(config, mlp, own, ctxs, group, kvstore, loss, sizes):
+def _network(config, mlp, own, ctxs, group, kvstore, loss, sizes):
     """The network and posterior (the MLP built, or the user's), the likelihood (``loss``,
     or the classifier's its name gives), and the method's step and optimiser states
     (:meth:`~bbb_gluon.methods.Method.make_step`); ``sizes``: an epoch's batches and the
     training examples."""
     if own is None:
-        net, posterior = build_model(config, mlp, ctxs)
+        net, posterior = build_network(config, mlp, ctxs)
     else:
         net, posterior = own.net, own.posterior
     if own is not None and posterior is None:
@@ -288,7 +288,7 @@ def resume(run, which=True):
                               f"resume with epochs >= {meta['epoch']} (equal: end the run "
                               f"there, dropping a partly trained epoch), not {config.epochs}")
     try:
-        set_model_arrays(arrays, run.net, run.posterior, path, run.loss)
+        set_trained_arrays(arrays, run.net, run.posterior, path, run.loss)
     except PosteriorMismatchError as e:
         raise CheckpointError(str(e)) from None
     if meta["trainer_states"] is not None:

@@ -10,7 +10,7 @@ from mxnet.gluon import nn
 
 import bbb_gluon as bbb
 from bbb_gluon import CheckpointError, Posterior, training
-from bbb_gluon.training.checkpoint import model_arrays, set_model_arrays
+from bbb_gluon.training.checkpoint import set_trained_arrays, trained_arrays
 
 
 def test_a_checkpoint_of_a_tied_network_holds_the_shared_weight_once():
@@ -21,7 +21,7 @@ def test_a_checkpoint_of_a_tied_network_holds_the_shared_weight_once():
     net.add(first, nn.Dense(3, in_units=3, params=first.params), nn.BatchNorm(in_channels=3))
     net.initialize(ctx=mx.cpu(1))
     posterior = Posterior(net, seed=0)
-    arrays = model_arrays(net, posterior)
+    arrays = trained_arrays(net, posterior)
     plain = sorted(k for k in arrays if ":" not in k)  # not the posterior's or the loss's
     assert plain == ["2.beta", "2.gamma", "2.running_mean", "2.running_var"]
     other = nn.HybridSequential()
@@ -30,7 +30,7 @@ def test_a_checkpoint_of_a_tied_network_holds_the_shared_weight_once():
               nn.BatchNorm(in_channels=3))
     other.initialize(ctx=mx.cpu(1))
     posterior2 = Posterior(other, seed=1)
-    set_model_arrays(arrays, other, posterior2, "test")
+    set_trained_arrays(arrays, other, posterior2, "test")
     for a, b in zip(posterior.mu(), posterior2.mu(), strict=True):
         np.testing.assert_array_equal(a.asnumpy(), b.asnumpy())
 

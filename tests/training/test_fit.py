@@ -1392,10 +1392,10 @@ def test_fit_leaves_mxnet_global_random_state_alone(mnist_300, model, engine):
 
 
 def test_baseline_weights_are_xavier_uniform_from_the_seed():
-    from bbb_gluon.training.network import build_model
+    from bbb_gluon.training.network import build_network
 
-    net_a, _ = build_model(tiny("plain"), MLP(hidden=(300,)), [mx.cpu()])
-    net_b, _ = build_model(tiny("plain"), MLP(hidden=(300,)), [mx.cpu()])
+    net_a, _ = build_network(tiny("plain"), MLP(hidden=(300,)), [mx.cpu()])
+    net_b, _ = build_network(tiny("plain"), MLP(hidden=(300,)), [mx.cpu()])
     w = net_a[0].weight.data().asnumpy()
     np.testing.assert_array_equal(w, net_b[0].weight.data().asnumpy())  # same seed
     scale = math.sqrt(3.0 / ((784 + 300) / 2))
