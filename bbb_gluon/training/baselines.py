@@ -4,7 +4,7 @@ one loop."""
 
 from mxnet import autograd, gluon
 
-from ..core.step import StepCosts
+from ..core.step import StepCosts, check_loss_reduction
 
 __all__ = ["PlainStep"]
 
@@ -26,8 +26,7 @@ class PlainStep:
     engine = "plain"
 
     def __init__(self, net, loss, trainer, ctxs, loss_reduction="mean"):
-        if loss_reduction not in ("mean", "sum"):
-            raise ValueError(f"loss_reduction must be 'mean' or 'sum', got {loss_reduction!r}")
+        check_loss_reduction(loss_reduction)
         self.net, self.loss, self.trainer = net, loss, trainer
         self.ctxs, self.loss_reduction = list(ctxs), loss_reduction
 
