@@ -280,7 +280,8 @@ def test_matching_rules(written, output, expected):
 
 # Lab notes belong in docs/RESULTS.md, not in a notebook (issue 26): a notebook cites no
 # experiment or benchmark script, reads at most one committed results/ folder (for one
-# figure), and says nothing about what else was running on the machine.
+# figure, and the run's metrics.json, so that a claim about the figure rests on printed
+# numbers: issue 62), and says nothing about what else was running on the machine.
 RESULTS_DIR = NOTEBOOK_DIR.parent / "results"
 _SCRIPT_CITATION = re.compile(r"(?<![\w./-])(?:experiments|benchmarks)/")
 _MACHINE_LOAD = re.compile(
@@ -319,9 +320,17 @@ def lab_notes(nb):
     folders = results_folders(code)
     if len(folders) > 1:
         notes.append(f"reads {len(folders)} results/ folders: {sorted(folders)}")
-    if folders and re.search(r"\b(?:csv|json)\.", code):
-        notes.append(f"reads tables, not only a figure, beside results/{sorted(folders)[0]}")
+    tables = {name for name in _string_constants(code)
+              if name.endswith((".csv", ".csv.gz", ".json")) and name != "metrics.json"}
+    if folders and (tables or re.search(r"\bcsv\.", code)):
+        notes.append(f"reads tables, not only a figure and its metrics.json, beside "
+                     f"results/{sorted(folders)[0]}")
     return notes
+
+
+def _string_constants(code):
+    return {node.value.replace("\\", "/").rsplit("/", 1)[-1] for node in ast.walk(ast.parse(code))
+            if isinstance(node, ast.Constant) and isinstance(node.value, str)}
 
 
 # The machine is not the learner's business (issue 62): threads, cores, OpenMP, CUDA builds
@@ -398,7 +407,10 @@ def test_lab_note_rules_on_code():
     one = "plt.imread(os.path.join('..', 'results', 'mnist-bbb-mixture-1200', 'snr_cdf.png'))"
     two = one + "\nfolder = RESULTS / 'mnist-plain-400'"
     tables = one + "\nrows = list(csv.DictReader(open('pruning.csv')))"
-    for code, is_note in ((one, False), (two, True), (tables, True)):
+    other = one + "\nsteps = json.loads(open('history.json').read())"
+    metrics = one + "\nrun = json.loads(open(os.path.join('x', 'metrics.json')).read())"
+    for code, is_note in ((one, False), (two, True), (tables, True), (other, True),
+                          (metrics, False)):
         nb = {"cells": [{"cell_type": "code", "source": code}]}
         assert bool(lab_notes(nb)) == is_note, code
 
