@@ -245,8 +245,12 @@ class TrainConfig:
     restore_best: bool = False
 
     def __new__(cls, *args, **kwargs):
-        # The built-in MLP's settings left TrainConfig; a call that still gives them is
-        # told where they went (before the dataclass's own "unexpected keyword").
+        # Said here, before the dataclass's own "takes 1 positional argument" and
+        # "unexpected keyword": settings come by name, and the built-in MLP's settings
+        # left TrainConfig, so a call that still gives them is told where they went.
+        if args:
+            raise TypeError(f"TrainConfig takes its settings by name, not positional "
+                            f"arguments: TrainConfig(model={args[0]!r}, ...), got {args!r}")
         moved = [name for name in MLP_FIELDS if name in kwargs]
         if moved:
             given = ", ".join(f"{name}={kwargs[name]!r}" for name in moved)
@@ -273,9 +277,10 @@ class TrainConfig:
         own = {} if method is None else (
             method.regression_defaults if regression else method.defaults)
         chosen = dict(own)
-        if set(chosen) - set(_FALLBACKS):
-            raise TypeError(f"{method!r} has defaults for {sorted(set(chosen) - set(_FALLBACKS))}"
-                            f", which TrainConfig lets no method choose (_FALLBACKS)")
+        unchoosable = sorted(set(chosen) - set(_FALLBACKS))
+        if unchoosable:
+            raise TypeError(f"{method!r} has defaults for {unchoosable}, which TrainConfig "
+                            f"lets no method choose (_FALLBACKS)")
         if regression and method is not None and method.regression_warmup and isinstance(
                 self.epochs, numbers.Integral) and not isinstance(self.epochs, bool):
             warmup = int(self.epochs * method.regression_warmup)

@@ -44,7 +44,7 @@ def test_the_groups_named_in_the_docstring_start_where_the_fields_do():
 
 
 def test_settings_are_keywords_only():
-    with pytest.raises(TypeError, match="positional"):
+    with pytest.raises(TypeError, match=r"by name, not positional.*TrainConfig\(model='bbb'"):
         TrainConfig("bbb")
 
 
